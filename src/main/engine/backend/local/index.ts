@@ -1,0 +1,199 @@
+/**
+ * Local-folder backend (a USB drive, a NAS mount, a folder). Layout:
+ *   config/config, keys/<id>, data/<2 hex>/<id>, index/<id>, snapshots/<id>, locks/<id>
+ * Writes go to a temporary file in the same folder, are fsynced, then renamed into place and the
+ * folder fsynced, so a crash or a full disk never leaves a half-written object under its real name.
+ * Errors are translated: ENOSPC → DestinationFullError, EACCES/EROFS → DestinationUnwritableError.
+ */
+import fs from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import { OBJECT_TYPES } from '../types.js';
+import {
+  DestinationFullError,
+  DestinationUnwritableError,
+  NotFoundError,
+  ObjectExistsError,
+} from '../../errors.js';
+
+function translate(err: unknown, what: string): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (e?.code === 'ENOSPC' || e?.code === 'EDQUOT')
+    return new DestinationFullError(`the destination is full while writing ${what} (free some space and run again)`, { cause: err });
+  if (e?.code === 'EACCES' || e?.code === 'EPERM' || e?.code === 'EROFS')
+    return new DestinationUnwritableError(`the destination cannot be written (${e.code}) while writing ${what}`, { cause: err });
+  return err;
+}
+
+export class LocalBackend implements Backend {
+  readonly location: string;
+  private readonly root: string;
+  private readonly madeDirs = new Set<string>();
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+    this.location = this.root;
+  }
+
+  private dirOf(type: ObjectType, name: string): string {
+    if (type === 'data') return path.join(this.root, 'data', name.slice(0, 2));
+    return path.join(this.root, type);
+  }
+
+  private pathOf(type: ObjectType, name: string): string {
+    if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.')) throw new Error(`invalid object name ${JSON.stringify(name)}`);
+    return path.join(this.dirOf(type, name), name);
+  }
+
+  private async ensureDir(dir: string): Promise<void> {
+    if (this.madeDirs.has(dir)) return;
+    await fs.mkdir(dir, { recursive: true });
+    this.madeDirs.add(dir);
+  }
+
+  async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+    const final = this.pathOf(type, name);
+    const dir = path.dirname(final);
+    const tmp = path.join(dir, `.tmp-${name}-${crypto.randomBytes(6).toString('hex')}`);
+    try {
+      await this.ensureDir(dir);
+      const fh = await fs.open(tmp, 'wx', 0o600);
+      try {
+        await fh.writeFile(data);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      if (options?.ifNotExists) {
+        // link() fails with EEXIST when the name is taken: an atomic create-if-absent.
+        try {
+          await fs.link(tmp, final);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new ObjectExistsError(`${type}/${name}`);
+          throw err;
+        } finally {
+          await fs.rm(tmp, { force: true });
+        }
+      } else {
+        await fs.rename(tmp, final);
+      }
+      await this.syncDir(dir);
+    } catch (err) {
+      await fs.rm(tmp, { force: true }).catch(() => {});
+      throw translate(err, `${type}/${name}`);
+    }
+  }
+
+  private async syncDir(dir: string): Promise<void> {
+    let fh: fs.FileHandle | undefined;
+    try {
+      fh = await fs.open(dir, fsConstants.O_RDONLY | fsConstants.O_DIRECTORY);
+      await fh.sync();
+    } catch {
+      // Some filesystems (e.g. certain network mounts) refuse fsync on directories; the rename is still atomic.
+    } finally {
+      await fh?.close();
+    }
+  }
+
+  async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
+    const p = this.pathOf(type, name);
+    let fh: fs.FileHandle;
+    try {
+      fh = await fs.open(p, 'r');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError(`${type}/${name}`);
+      throw err;
+    }
+    try {
+      if (length === undefined) {
+        const size = (await fh.stat()).size;
+        length = Math.max(0, size - offset);
+      }
+      const buf = Buffer.allocUnsafe(length);
+      let done = 0;
+      while (done < length) {
+        const { bytesRead } = await fh.read(buf, done, length - done, offset + done);
+        if (bytesRead === 0) break;
+        done += bytesRead;
+      }
+      return done === length ? buf : buf.subarray(0, done);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async stat(type: ObjectType, name: string): Promise<ObjectInfo> {
+    try {
+      const st = await fs.stat(this.pathOf(type, name));
+      return { name, size: st.size };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError(`${type}/${name}`);
+      throw err;
+    }
+  }
+
+  async remove(type: ObjectType, name: string): Promise<void> {
+    try {
+      await fs.unlink(this.pathOf(type, name));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw translate(err, `${type}/${name}`);
+    }
+  }
+
+  async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
+    const base = path.join(this.root, type);
+    const dirs: string[] = [];
+    if (type === 'data') {
+      let subs: string[] = [];
+      try {
+        subs = await fs.readdir(base);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+        throw err;
+      }
+      for (const s of subs.sort()) dirs.push(path.join(base, s));
+    } else {
+      dirs.push(base);
+    }
+    for (const dir of dirs) {
+      let entries: import('node:fs').Dirent[];
+      try {
+        entries = await fs.readdir(dir, { withFileTypes: true });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') continue;
+        throw err;
+      }
+      for (const e of entries) {
+        if (!e.isFile() || e.name.startsWith('.')) continue;
+        try {
+          const st = await fs.stat(path.join(dir, e.name));
+          yield { name: e.name, size: st.size };
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        }
+      }
+    }
+  }
+
+  async exists(): Promise<boolean> {
+    try {
+      await fs.access(path.join(this.root, 'config', 'config'));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async init(): Promise<void> {
+    try {
+      for (const t of OBJECT_TYPES) await this.ensureDir(path.join(this.root, t));
+    } catch (err) {
+      throw translate(err, 'the repository folders');
+    }
+  }
+
+  async close(): Promise<void> {}
+}

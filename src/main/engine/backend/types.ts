@@ -1,0 +1,37 @@
+/**
+ * The storage contract every backend implements (local folder, memory, S3, and wrappers around them).
+ * Objects are immutable and addressed by (type, name). A backend never interprets their bytes.
+ */
+export type ObjectType = 'config' | 'keys' | 'data' | 'index' | 'snapshots' | 'locks';
+
+export const OBJECT_TYPES: readonly ObjectType[] = ['config', 'keys', 'data', 'index', 'snapshots', 'locks'];
+
+export interface ObjectInfo {
+  name: string;
+  size: number;
+}
+
+export interface SaveOptions {
+  /** Fail with ObjectExistsError instead of replacing an existing object (conditional write). */
+  ifNotExists?: boolean;
+}
+
+export interface Backend {
+  /** Human-readable location for messages, e.g. "/mnt/usb/tidemark" or "s3:https://host/bucket/prefix". */
+  readonly location: string;
+  /** Stores an object atomically: readers see either nothing or the whole object. */
+  save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void>;
+  /** Reads a whole object, or `length` bytes from `offset`. Throws NotFoundError when missing. */
+  load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer>;
+  /** Size of an object. Throws NotFoundError when missing. */
+  stat(type: ObjectType, name: string): Promise<ObjectInfo>;
+  /** Removes an object; removing a missing object is not an error. */
+  remove(type: ObjectType, name: string): Promise<void>;
+  /** Lists all objects of a type (order unspecified). */
+  list(type: ObjectType): AsyncIterable<ObjectInfo>;
+  /** True when the repository location holds a config object. */
+  exists(): Promise<boolean>;
+  /** Creates whatever the location needs (folders, bucket prefix check). Idempotent. */
+  init(): Promise<void>;
+  close(): Promise<void>;
+}

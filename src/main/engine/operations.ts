@@ -1,0 +1,146 @@
+/**
+ * Options, progress and results of the engine's long operations (backup, restore, check, forget,
+ * prune). These are the types the CLI, the catalog/scheduler and the API layer build on; the
+ * implementations live in backup/, restore/, check/ and repo/.
+ *
+ * Every long operation takes an AbortSignal and an injected progress sink (DESIGN.md §1 rule 5).
+ */
+import type { ID, SnapshotEntry, SkippedEntry } from './repo/types.js';
+
+/** A progress sink: called with a fresh counters object whenever something moved (throttle in the consumer). */
+export type ProgressSink<P> = (progress: P) => void;
+
+export type BackupPhase = 'starting' | 'scanning' | 'backing-up' | 'finalizing' | 'done';
+
+export interface BackupProgress {
+  phase: BackupPhase;
+  /** Entries found by the scan so far (files, dirs, others) and the size of the files among them. */
+  filesScanned: number;
+  bytesScanned: number;
+  /** Files whose content was read (changed/new) and the bytes read from the source. */
+  filesRead: number;
+  bytesRead: number;
+  /** Files finished (read or reused). */
+  filesDone: number;
+  /** Bytes of those files (read or reused): the progress bar's numerator against bytesScanned. */
+  bytesDone: number;
+  /** Plaintext bytes of new (not deduplicated) chunks, and bytes written to the repository. */
+  bytesNew: number;
+  bytesStored: number;
+  errors: number;
+  currentFile?: string;
+  /** True once the scan has finished, so bytesScanned is the total. */
+  scanComplete: boolean;
+  elapsedMs: number;
+}
+
+export interface BackupOptions {
+  paths: string[];
+  excludes?: string[];
+  tags?: string[];
+  job?: string;
+  host?: string;
+  /** Parent snapshot to compare with; default: the latest snapshot of the same host and paths. */
+  parent?: ID;
+  /** Re-read every file, ignoring the parent's metadata and any change tracking. */
+  forceFull?: boolean;
+  /** Number of CPU workers (default: number of cores). */
+  workers?: number;
+  /** zstd level; 0 disables compression. */
+  compressionLevel?: number;
+  /** Read bandwidth limit in bytes per second (0/undefined: unlimited). */
+  readLimitBytesPerSec?: number;
+  /** Run at low CPU and I/O priority. */
+  lowPriority?: boolean;
+  signal?: AbortSignal;
+  progress?: ProgressSink<BackupProgress>;
+  /** Receives one line per notable event (fallbacks, skipped files) for the run log. */
+  log?: (line: string) => void;
+}
+
+export interface BackupResult {
+  snapshotId: ID;
+  snapshot: SnapshotEntry;
+  skipped: SkippedEntry[];
+  /** 'completed' or 'completed-with-warnings' (some entries were skipped). */
+  status: 'completed' | 'completed-with-warnings';
+}
+
+export type OverwritePolicy = 'skip' | 'overwrite' | 'keep-both' | 'if-newer';
+
+export interface RestoreProgress {
+  phase: 'planning' | 'restoring' | 'metadata' | 'done';
+  filesTotal: number;
+  bytesTotal: number;
+  filesDone: number;
+  bytesDone: number;
+  errors: number;
+  currentFile?: string;
+  elapsedMs: number;
+}
+
+export interface RestoreOptions {
+  snapshot: ID;
+  target: string;
+  /** Paths inside the snapshot to restore (each with everything under it); default: everything. */
+  include?: string[];
+  overwrite?: OverwritePolicy;
+  workers?: number;
+  signal?: AbortSignal;
+  progress?: ProgressSink<RestoreProgress>;
+}
+
+export interface RestoreError {
+  path: string;
+  message: string;
+  code: string;
+}
+
+export interface RestoreResult {
+  filesRestored: number;
+  bytesRestored: number;
+  skipped: number;
+  errors: RestoreError[];
+}
+
+export interface CheckProblem {
+  kind: 'missing-pack' | 'corrupt-pack' | 'corrupt-blob' | 'missing-blob' | 'corrupt-index' | 'corrupt-snapshot' | 'corrupt-tree';
+  object: string;
+  message: string;
+  /** Snapshot paths affected, as "snapshotId:/path". */
+  affects: string[];
+}
+
+export interface CheckReport {
+  ok: boolean;
+  problems: CheckProblem[];
+  /** Packs no index or snapshot references (left by an interrupted backup/prune; prune removes them). */
+  unreferencedPacks: string[];
+  unusedBlobs: number;
+  snapshots: number;
+  packs: number;
+  blobs: number;
+}
+
+export interface RetentionPolicy {
+  keepLast?: number;
+  keepHourly?: number;
+  keepDaily?: number;
+  keepWeekly?: number;
+  keepMonthly?: number;
+  keepYearly?: number;
+  /** Always keep snapshots carrying one of these tags. */
+  keepTags?: string[];
+}
+
+export interface ForgetDecision {
+  keep: { snapshot: SnapshotEntry; reasons: string[] }[];
+  remove: SnapshotEntry[];
+}
+
+export interface PruneResult {
+  packsRemoved: number;
+  packsRewritten: number;
+  bytesFreed: number;
+  blobsRemoved: number;
+}

@@ -1,0 +1,91 @@
+/**
+ * The data model of a repository as the rest of the engine (and the catalog, API and UI) sees it:
+ * tree nodes, trees and snapshot manifests. Encoding lives in tree.ts / snapshot.ts.
+ */
+
+/** Hex-encoded 32-byte ID (keyed BLAKE3 for blobs, BLAKE3 of the stored bytes for files). */
+export type ID = string;
+
+export type NodeType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'chardev' | 'blockdev';
+
+export interface TreeNode {
+  /** Name as UTF-8 text (lossy for names that are not valid UTF-8; see rawName). */
+  name: string;
+  /** Base64 of the raw name bytes, present only when the name is not valid UTF-8. */
+  rawName?: string;
+  type: NodeType;
+  mode: number;
+  /** Modification time in nanoseconds since the epoch, as a decimal string (exceeds 2^53). */
+  mtimeNs: string;
+  ctimeNs?: string;
+  atimeNs?: string;
+  uid?: number;
+  gid?: number;
+  user?: string;
+  group?: string;
+  size?: number;
+  inode?: number;
+  dev?: number;
+  nlink?: number;
+  /** file: the blob IDs of its chunks, in order. */
+  content?: ID[];
+  /** dir: the ID of its tree blob. */
+  subtree?: ID;
+  /** symlink: the link target (base64 of raw bytes in linkTargetRaw when not valid UTF-8). */
+  linkTarget?: string;
+  linkTargetRaw?: string;
+  /** device files: the device number. */
+  rdev?: number;
+}
+
+export interface Tree {
+  nodes: TreeNode[];
+}
+
+export interface SkippedEntry {
+  path: string;
+  reason: string;
+  code?: string;
+}
+
+export interface SnapshotStats {
+  files: number;
+  dirs: number;
+  /** Sum of file sizes in the snapshot. */
+  totalBytes: number;
+  /** Files and bytes actually read from the source (changed or new files). */
+  filesRead: number;
+  bytesRead: number;
+  /** Files whose content was reused from the parent snapshot without reading. */
+  filesUnchanged: number;
+  /** Blobs and plaintext bytes that were not in the repository before. */
+  newBlobs: number;
+  newBytes: number;
+  /** Bytes added to the repository (after compression and encryption, including trees). */
+  storedBytes: number;
+  durationMs: number;
+}
+
+export interface Snapshot {
+  version: 1;
+  time: string; // ISO-8601
+  host: string;
+  username?: string;
+  paths: string[];
+  tags: string[];
+  job?: string;
+  tree: ID;
+  parent?: ID;
+  excludes?: string[];
+  stats: SnapshotStats;
+  skipped: SkippedEntry[];
+  /** Change-journal cursor this snapshot is consistent with (see tracking/). */
+  journalCursor?: Record<string, unknown>;
+  /** How the scan found changes: 'full-scan' | 'journal' | 'blocks', with the reason for any fallback. */
+  scanMode?: { mode: string; reason?: string };
+}
+
+/** A snapshot together with its ID, as listed. */
+export interface SnapshotEntry extends Snapshot {
+  id: ID;
+}
