@@ -34,7 +34,29 @@ export interface BackupProgress {
   elapsedMs: number;
 }
 
+/**
+ * What a change journal (src/main/tracking) proved changed since the parent snapshot. Without it the
+ * backup does a full scan (level 3 of DESIGN.md §3). With it, the scanner visits only dirty directories
+ * (and their ancestors), stats only entries inside them, and reuses every other subtree ID unchanged.
+ */
+export interface ChangeHint {
+  /** Absolute paths of directories in which an entry was created, deleted, renamed, or had its content
+   *  or metadata changed since the parent snapshot's cursor. */
+  dirtyDirs: ReadonlySet<string>;
+  /** Absolute paths of directories whose whole subtree must be rescanned (e.g. moved in from elsewhere). */
+  dirtyTrees?: ReadonlySet<string>;
+  /** The journal cursor this backup is consistent with; recorded in the snapshot. */
+  cursor: Record<string, unknown>;
+  /** Changed byte ranges of large files (level 1, block tracking): absolute path → ranges. A file not in
+   *  the map is read whole when it changed. */
+  changedRanges?: ReadonlyMap<string, { offset: number; length: number }[]>;
+}
+
 export interface BackupOptions {
+  /** Change-journal hint (level 2); absent: full scan. Ignored with forceFull or when there is no parent. */
+  changeHint?: ChangeHint;
+  /** Why there is no changeHint (recorded in the snapshot's scanMode and the run log). */
+  fullScanReason?: string;
   paths: string[];
   excludes?: string[];
   tags?: string[];
