@@ -24,8 +24,6 @@ export interface RetentionOptions {
   timeZone?: string;
 }
 
-type Bucketer = (d: Date) => number;
-
 interface Parts {
   year: number;
   month: number; // 1..12
