@@ -1,0 +1,639 @@
+/**
+ * S3-compatible object storage backend (AWS S3, MinIO, Ceph radosgw, Backblaze B2, Wasabi, …) on
+ * @aws-sdk/client-s3.
+ *
+ * Layout under `bucket/prefix/` mirrors the local backend, so a repository copied between a folder and
+ * a bucket with any sync tool still opens: config/config, keys/<id>, data/<2 hex>/<id>, index/<id>,
+ * snapshots/<id>, locks/<id>.
+ *
+ * What it guarantees:
+ * - Atomic objects: a single PUT, or a multipart upload that only becomes visible on completion (and is
+ *   aborted on failure). Every PUT and part carries Content-MD5, so the store rejects bytes damaged in
+ *   transit; after a multipart upload the object's size is checked with a HEAD (some stores, e.g. Ceph
+ *   16, return an empty ETag from CompleteMultipartUpload, so its answer is not relied on).
+ * - Reads check the body length against Content-Length and throw TruncatedReadError (transient) when a
+ *   connection is cut short. Ranged GETs fetch only the bytes asked for.
+ * - At most `connections` requests in flight; listing pages through continuation tokens.
+ * - Conditional create (If-None-Match: *) where the store honours it, detected once per backend by a
+ *   probe object; elsewhere a HEAD-then-PUT fallback (racy between two writers in the same instant — the
+ *   repository's lock protocol must not rely on it alone; see `conditionalWrites()`).
+ * - Errors come out named: NotFoundError, ObjectExistsError, S3WrongKeysError, S3BucketNotFoundError,
+ *   S3ClockSkewError, S3AccessDeniedError, TransientStoreError (for the retry wrapper).
+ * - TLS by default: plain http only to a loopback host or with `allowInsecureHttp`.
+ *
+ * What it deliberately does not do: retry (wrap it with backend/retry), limit bandwidth (backend/throttle)
+ * or keep the access keys anywhere (the caller passes them in from the secret store).
+ */
+import crypto from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import {
+  S3Client,
+  GetObjectCommand,
+  PutObjectCommand,
+  HeadObjectCommand,
+  DeleteObjectCommand,
+  ListObjectsV2Command,
+  ListObjectsCommand,
+  CreateMultipartUploadCommand,
+  UploadPartCommand,
+  CompleteMultipartUploadCommand,
+  AbortMultipartUploadCommand,
+  CreateBucketCommand,
+  type PutObjectCommandInput,
+} from '@aws-sdk/client-s3';
+import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import { NotFoundError, ObjectExistsError, TidemarkError, UsageError } from '../../errors.js';
+import { Limiter } from './limiter.js';
+import {
+  type S3Location,
+  defaultPathStyle,
+  defaultRegion,
+  formatS3Location,
+  isLoopbackEndpoint,
+  normalizePrefix,
+} from './location.js';
+import {
+  S3AccessDeniedError,
+  S3BucketNotFoundError,
+  S3ClockSkewError,
+  S3InsecureEndpointError,
+  S3ProtocolError,
+  S3WrongKeysError,
+  TransientStoreError,
+  TruncatedReadError,
+} from './errors.js';
+
+export * from './errors.js';
+export * from './location.js';
+
+export interface S3Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+}
+
+export interface S3Options extends S3Location, S3Credentials {
+  /** Allow http:// to a host that is not this machine (keys and data travel unprotected). */
+  allowInsecureHttp?: boolean;
+  /** Requests in flight at once (default 8). */
+  connections?: number;
+  /** Objects at least this large go up as multipart uploads (default 16 MiB). */
+  multipartThreshold?: number;
+  /** Size of each part (default 8 MiB; S3 requires at least 5 MiB for all but the last part). */
+  partSize?: number;
+  /** Keys per list page (default 1000, the S3 maximum). */
+  listPageSize?: number;
+  /**
+   * Listing API: 2 (ListObjectsV2 with continuation tokens, the default) or 1 (ListObjects with markers,
+   * for old stores — and for s3rver, whose v2 continuation tokens need a cipher OpenSSL 3 dropped).
+   */
+  listApi?: 1 | 2;
+  /** 'auto' probes the store once; 'on'/'off' skip the probe. */
+  conditionalWrites?: 'auto' | 'on' | 'off';
+  /** Create the bucket in init() when it is missing (tests, first-time setup). Default: report it. */
+  createBucket?: boolean;
+  /** Per-request inactivity timeout (default 60 s). */
+  requestTimeoutMs?: number;
+  /** Shift the clock used for signing (tests of clock-skew handling). */
+  systemClockOffsetMs?: number;
+  /** Send Content-MD5 with every upload so the store verifies the bytes (default true). */
+  contentMd5?: boolean;
+}
+
+type Verb = 'list' | 'read' | 'write' | 'delete' | 'check';
+
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'ENETUNREACH',
+  'EHOSTUNREACH',
+  'ENETDOWN',
+  'UND_ERR_SOCKET',
+  'ERR_STREAM_PREMATURE_CLOSE',
+]);
+const TRANSIENT_NAMES = new Set([
+  'SlowDown',
+  'ServiceUnavailable',
+  'InternalError',
+  'RequestTimeout',
+  'Throttling',
+  'ThrottlingException',
+  'TooManyRequests',
+  'ConditionalRequestConflict',
+  'OperationAborted',
+  'TimeoutError',
+  'RequestTimeoutException',
+  'BadDigest', // the bytes were damaged on the way: sending them again is the cure
+]);
+
+interface SdkError {
+  name?: string;
+  message?: string;
+  code?: string;
+  Code?: string;
+  ServerTime?: string;
+  RequestTime?: string;
+  $metadata?: { httpStatusCode?: number };
+  $response?: { statusCode?: number; headers?: Record<string, string> };
+}
+
+export class S3Backend implements Backend {
+  readonly location: string;
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly endpoint: string;
+  private readonly client: S3Client;
+  private readonly limiter: Limiter;
+  private readonly multipartThreshold: number;
+  private readonly partSize: number;
+  private readonly listPageSize: number;
+  private readonly listApi: 1 | 2;
+  private readonly contentMd5: boolean;
+  private readonly createBucket: boolean;
+  private conditional: Promise<boolean> | undefined;
+  /** Offset of the server's clock from ours in ms (server − local), from the last response's Date header. */
+  lastServerDateOffsetMs: number | undefined;
+
+  constructor(opts: S3Options) {
+    if (!opts.bucket) throw new UsageError('no S3 bucket given');
+    if (!opts.accessKeyId || !opts.secretAccessKey)
+      throw new UsageError('S3 access key ID and secret access key are required');
+    this.bucket = opts.bucket;
+    this.prefix = normalizePrefix(opts.prefix);
+    const endpoint = opts.endpoint?.replace(/\/+$/, '');
+    if (endpoint) {
+      let url: URL;
+      try {
+        url = new URL(endpoint);
+      } catch {
+        throw new UsageError(`invalid S3 endpoint "${endpoint}"`);
+      }
+      if (url.protocol !== 'https:' && url.protocol !== 'http:')
+        throw new UsageError(`S3 endpoint must be http(s), got ${url.protocol}`);
+      if (url.protocol === 'http:' && !opts.allowInsecureHttp && !isLoopbackEndpoint(endpoint))
+        throw new S3InsecureEndpointError(endpoint);
+    }
+    const region = opts.region ?? defaultRegion(endpoint);
+    const pathStyle = opts.pathStyle ?? defaultPathStyle(endpoint);
+    this.endpoint = endpoint ?? `https://s3.${region}.amazonaws.com`;
+    this.location = formatS3Location({ endpoint, bucket: this.bucket, prefix: this.prefix });
+    const connections = opts.connections ?? 8;
+    this.limiter = new Limiter(connections);
+    this.partSize = Math.max(opts.partSize ?? 8 * 1024 * 1024, 1);
+    this.multipartThreshold = Math.max(opts.multipartThreshold ?? 16 * 1024 * 1024, this.partSize);
+    this.listPageSize = Math.min(Math.max(opts.listPageSize ?? 1000, 1), 1000);
+    this.listApi = opts.listApi ?? 2;
+    this.contentMd5 = opts.contentMd5 ?? true;
+    this.createBucket = opts.createBucket ?? false;
+    if (opts.conditionalWrites === 'on') this.conditional = Promise.resolve(true);
+    if (opts.conditionalWrites === 'off') this.conditional = Promise.resolve(false);
+
+    const agentOpts = { keepAlive: true, maxSockets: connections + 2 };
+    this.client = new S3Client({
+      endpoint,
+      region,
+      forcePathStyle: pathStyle,
+      credentials: {
+        accessKeyId: opts.accessKeyId,
+        secretAccessKey: opts.secretAccessKey,
+        sessionToken: opts.sessionToken,
+      },
+      // Retries belong to backend/retry, which knows which errors are worth repeating and checks lengths.
+      maxAttempts: 1,
+      // Ceph 16 rejects the SDK's default streaming checksums (HTTP 411); we send Content-MD5 instead.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+      systemClockOffset: opts.systemClockOffsetMs,
+      requestHandler: {
+        httpAgent: new http.Agent(agentOpts),
+        httpsAgent: new https.Agent(agentOpts),
+        connectionTimeout: 15_000,
+        requestTimeout: opts.requestTimeoutMs ?? 60_000,
+      },
+    });
+    this.client.middlewareStack.add(
+      (next) => async (args) => {
+        const out = await next(args);
+        this.noteDate((out.response as { headers?: Record<string, string> })?.headers);
+        return out;
+      },
+      { step: 'deserialize', name: 'tidemarkServerDate', priority: 'low' },
+    );
+  }
+
+  private noteDate(headers: Record<string, string> | undefined): void {
+    const date = headers?.date ?? headers?.Date;
+    if (!date) return;
+    const t = Date.parse(date);
+    if (!Number.isNaN(t)) this.lastServerDateOffsetMs = t - Date.now();
+  }
+
+  /** The object key for (type, name), e.g. "prefix/data/3f/3fa…". */
+  key(type: ObjectType, name: string): string {
+    if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.'))
+      throw new UsageError(`invalid object name ${JSON.stringify(name)}`);
+    const rel = type === 'data' ? `data/${name.slice(0, 2)}/${name}` : `${type}/${name}`;
+    return this.prefix ? `${this.prefix}/${rel}` : rel;
+  }
+
+  private typePrefix(type: ObjectType): string {
+    return this.prefix ? `${this.prefix}/${type}/` : `${type}/`;
+  }
+
+  private where(): string {
+    return this.prefix ? `${this.bucket}/${this.prefix}` : this.bucket;
+  }
+
+  /** Runs one request (including reading its body) inside a concurrency slot, translating errors. */
+  private request<T>(verb: Verb, what: string, fn: () => Promise<T>): Promise<T> {
+    return this.limiter.run(async () => {
+      try {
+        return await fn();
+      } catch (err) {
+        throw this.translate(err, verb, what);
+      }
+    });
+  }
+
+  /** Maps an SDK or network error to a named Tidemark error. */
+  translate(err: unknown, verb: Verb, what: string): unknown {
+    if (err instanceof TidemarkError) return err;
+    const e = (err ?? {}) as SdkError;
+    this.noteDate(e.$response?.headers);
+    const name = e.name ?? '';
+    const status = e.$metadata?.httpStatusCode ?? e.$response?.statusCode;
+    const code = e.code ?? '';
+    const detail = `${name || code || 'error'}${status ? ` (HTTP ${status})` : ''}`;
+    const opts = { cause: err };
+    if (name === 'NoSuchBucket') return new S3BucketNotFoundError(this.bucket, this.endpoint, opts);
+    if (
+      name === 'NoSuchKey' ||
+      (name === 'NotFound' && verb !== 'check') ||
+      (status === 404 && verb === 'read')
+    )
+      return new NotFoundError(what);
+    if (name === 'InvalidAccessKeyId')
+      return new S3WrongKeysError(
+        `the access key ID is not known to ${this.endpoint} (check the access key)`,
+        opts,
+      );
+    if (name === 'SignatureDoesNotMatch')
+      return new S3WrongKeysError(
+        `the secret access key does not match the access key ID at ${this.endpoint} (check the secret key)`,
+        opts,
+      );
+    if (name === 'RequestTimeTooSkewed' || name === 'RequestExpired') {
+      let skew = '';
+      const server = e.ServerTime ? Date.parse(e.ServerTime) : NaN;
+      const offset = !Number.isNaN(server) ? server - Date.now() : this.lastServerDateOffsetMs;
+      if (offset !== undefined)
+        skew = ` by about ${Math.round(Math.abs(offset) / 60_000)} minutes (this computer is ${offset > 0 ? 'behind' : 'ahead'})`;
+      return new S3ClockSkewError(
+        `this computer's clock differs from the storage server's${skew}; S3 refuses signed requests more than 15 minutes off — set the clock right (turn on automatic time sync) and try again`,
+        opts,
+      );
+    }
+    if (name === 'AccessDenied' || name === 'AllAccessDisabled' || name === 'Forbidden' || status === 403) {
+      const action = {
+        list: 'list objects in',
+        read: 'read',
+        write: 'write',
+        delete: 'delete',
+        check: 'access',
+      }[verb];
+      const target = verb === 'list' || verb === 'check' ? this.where() : `${what} in ${this.where()}`;
+      return new S3AccessDeniedError(
+        `access denied: the access key has no permission to ${action} ${target} (check the key's policy${status === 403 && name !== 'AccessDenied' ? ', or the keys themselves' : ''})`,
+        opts,
+      );
+    }
+    if (name === 'PreconditionFailed' || status === 412) return new ObjectExistsError(what);
+    if (TRANSIENT_NAMES.has(name) || (status !== undefined && (status >= 500 || status === 429)))
+      return new TransientStoreError(
+        `${verb} ${what} at ${this.endpoint}: ${detail}: ${e.message ?? ''}`.trim(),
+        opts,
+      );
+    if (
+      NETWORK_CODES.has(code) ||
+      NETWORK_CODES.has(name) ||
+      /socket hang up|ECONNRESET|timed? ?out/i.test(e.message ?? '')
+    )
+      return new TransientStoreError(
+        `cannot reach ${this.endpoint} (${code || name}): ${e.message ?? ''}`,
+        opts,
+      );
+    return new S3ProtocolError(`${verb} ${what} at ${this.endpoint}: ${detail}: ${e.message ?? ''}`, opts);
+  }
+
+  private md5(data: Uint8Array): string | undefined {
+    return this.contentMd5 ? crypto.createHash('md5').update(data).digest('base64') : undefined;
+  }
+
+  async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+    const key = this.key(type, name);
+    const what = `${type}/${name}`;
+    let ifNoneMatch = false;
+    if (options?.ifNotExists) {
+      if (await this.conditionalWrites()) {
+        ifNoneMatch = true;
+      } else if (await this.head(key, what)) {
+        // Fallback for stores that ignore If-None-Match: check first. Two writers racing in the same
+        // instant can both pass; callers that need mutual exclusion add their own confirmation step.
+        throw new ObjectExistsError(what);
+      }
+    }
+    if (data.length >= this.multipartThreshold) await this.multipart(key, what, data, ifNoneMatch);
+    else await this.put(key, what, data, ifNoneMatch);
+  }
+
+  private async put(key: string, what: string, data: Uint8Array, ifNoneMatch: boolean): Promise<void> {
+    const input: PutObjectCommandInput = {
+      Bucket: this.bucket,
+      Key: key,
+      Body: data,
+      ContentLength: data.length,
+      ContentMD5: this.md5(data),
+      ContentType: 'application/octet-stream',
+    };
+    if (ifNoneMatch) input.IfNoneMatch = '*';
+    await this.request('write', what, () => this.client.send(new PutObjectCommand(input)));
+  }
+
+  private async multipart(key: string, what: string, data: Uint8Array, ifNoneMatch: boolean): Promise<void> {
+    const created = await this.request('write', what, () =>
+      this.client.send(
+        new CreateMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: key,
+          ContentType: 'application/octet-stream',
+        }),
+      ),
+    );
+    const uploadId = created.UploadId;
+    if (!uploadId) throw new S3ProtocolError(`the store returned no upload ID for ${what}`);
+    try {
+      const count = Math.ceil(data.length / this.partSize);
+      const parts = await Promise.all(
+        Array.from({ length: count }, async (_, i) => {
+          const body = data.subarray(i * this.partSize, Math.min(data.length, (i + 1) * this.partSize));
+          const md5 = this.md5(body);
+          // A part is retried here a few times: redoing one 8 MiB part is cheaper than redoing the pack.
+          for (let attempt = 1; ; attempt++) {
+            try {
+              const res = await this.request('write', `${what} part ${i + 1}/${count}`, () =>
+                this.client.send(
+                  new UploadPartCommand({
+                    Bucket: this.bucket,
+                    Key: key,
+                    UploadId: uploadId,
+                    PartNumber: i + 1,
+                    Body: body,
+                    ContentLength: body.length,
+                    ContentMD5: md5,
+                  }),
+                ),
+              );
+              if (!res.ETag)
+                throw new S3ProtocolError(`the store returned no ETag for part ${i + 1} of ${what}`);
+              return { PartNumber: i + 1, ETag: res.ETag };
+            } catch (err) {
+              if (attempt >= 3 || !(err as { transient?: boolean }).transient) throw err;
+              await new Promise((r) => setTimeout(r, 100 * 2 ** attempt * Math.random()));
+            }
+          }
+        }),
+      );
+      await this.request('write', what, () =>
+        this.client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            MultipartUpload: { Parts: parts },
+            ...(ifNoneMatch ? { IfNoneMatch: '*' } : {}),
+          }),
+        ),
+      );
+    } catch (err) {
+      await this.client
+        .send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }))
+        .catch(() => {});
+      throw err;
+    }
+    // Ceph 16 answers CompleteMultipartUpload with an empty ETag, so confirm the result with a HEAD.
+    const size = await this.head(key, what);
+    if (size !== data.length)
+      throw new TransientStoreError(
+        `multipart upload of ${what} completed but the store reports ${size ?? 'no object'} bytes, not ${data.length}`,
+      );
+  }
+
+  /** Size of the object at key, or undefined when it does not exist. */
+  private async head(key: string, what: string): Promise<number | undefined> {
+    try {
+      const res = await this.request('read', what, () =>
+        this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key })),
+      );
+      return res.ContentLength ?? 0;
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
+    const key = this.key(type, name);
+    const what = `${type}/${name}`;
+    if (offset < 0 || (length !== undefined && length < 0))
+      throw new RangeError(`invalid range ${offset}+${length} for ${what}`);
+    if (length === 0) {
+      if ((await this.head(key, what)) === undefined) throw new NotFoundError(what);
+      return Buffer.alloc(0);
+    }
+    let range: string | undefined;
+    if (length !== undefined) range = `bytes=${offset}-${offset + length - 1}`;
+    else if (offset > 0) range = `bytes=${offset}-`;
+    try {
+      return await this.request('read', what, async () => {
+        const res = await this.client.send(
+          new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range }),
+        );
+        const body = res.Body ? Buffer.from(await res.Body.transformToByteArray()) : Buffer.alloc(0);
+        const expected = res.ContentLength;
+        if (expected !== undefined && body.length !== expected)
+          throw new TruncatedReadError(`reading ${what}`, body.length, expected);
+        if (length !== undefined && body.length > length)
+          throw new S3ProtocolError(`reading ${what}: asked for ${length} bytes, got ${body.length}`);
+        return body;
+      });
+    } catch (err) {
+      // A range that starts at or past the end: the object exists, there are just no bytes there.
+      const status = ((err as { cause?: SdkError }).cause as SdkError | undefined)?.$metadata?.httpStatusCode;
+      if (
+        err instanceof S3ProtocolError &&
+        (status === 416 || (err.cause as SdkError)?.name === 'InvalidRange')
+      )
+        return Buffer.alloc(0);
+      throw err;
+    }
+  }
+
+  async stat(type: ObjectType, name: string): Promise<ObjectInfo> {
+    const size = await this.head(this.key(type, name), `${type}/${name}`);
+    if (size === undefined) throw new NotFoundError(`${type}/${name}`);
+    return { name, size };
+  }
+
+  async remove(type: ObjectType, name: string): Promise<void> {
+    const what = `${type}/${name}`;
+    try {
+      await this.request('delete', what, () =>
+        this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.key(type, name) })),
+      );
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+    }
+  }
+
+  async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
+    const prefix = this.typePrefix(type);
+    const what = `${type} objects`;
+    let token: string | undefined;
+    do {
+      let contents: { Key?: string; Size?: number }[];
+      if (this.listApi === 2) {
+        const res = await this.request('list', what, () =>
+          this.client.send(
+            new ListObjectsV2Command({
+              Bucket: this.bucket,
+              Prefix: prefix,
+              ContinuationToken: token,
+              MaxKeys: this.listPageSize,
+            }),
+          ),
+        );
+        contents = res.Contents ?? [];
+        token = res.IsTruncated ? res.NextContinuationToken : undefined;
+        if (res.IsTruncated && !token)
+          throw new S3ProtocolError(
+            `listing ${prefix}: the store said there is more but gave no continuation token`,
+          );
+      } else {
+        const res = await this.request('list', what, () =>
+          this.client.send(
+            new ListObjectsCommand({
+              Bucket: this.bucket,
+              Prefix: prefix,
+              Marker: token,
+              MaxKeys: this.listPageSize,
+            }),
+          ),
+        );
+        contents = res.Contents ?? [];
+        const last = contents.at(-1)?.Key;
+        token = res.IsTruncated ? (res.NextMarker ?? last) : undefined;
+        if (res.IsTruncated && !token)
+          throw new S3ProtocolError(`listing ${prefix}: the store said there is more but gave no marker`);
+      }
+      for (const o of contents) {
+        if (!o.Key) continue;
+        const name = o.Key.slice(o.Key.lastIndexOf('/') + 1);
+        if (!name || name.startsWith('.')) continue;
+        yield { name, size: o.Size ?? 0 };
+      }
+    } while (token);
+  }
+
+  async exists(): Promise<boolean> {
+    return (await this.head(this.key('config', 'config'), 'config')) !== undefined;
+  }
+
+  /** Checks that the bucket is there and can be listed (creating it when asked to). */
+  async init(): Promise<void> {
+    try {
+      await this.request('list', 'the bucket', () =>
+        this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.typePrefix('config'), MaxKeys: 1 }),
+        ),
+      );
+    } catch (err) {
+      if (!(err instanceof S3BucketNotFoundError) || !this.createBucket) throw err;
+      await this.request('write', `bucket ${this.bucket}`, async () => {
+        try {
+          await this.client.send(new CreateBucketCommand({ Bucket: this.bucket }));
+        } catch (e) {
+          if (
+            (e as SdkError).name !== 'BucketAlreadyOwnedByYou' &&
+            (e as SdkError).name !== 'BucketAlreadyExists'
+          )
+            throw e;
+        }
+      });
+    }
+  }
+
+  /**
+   * Whether the store honours If-None-Match: * on PUT, found by a probe: create an object
+   * conditionally, then try again — a store that supports it refuses the second write with 412.
+   */
+  conditionalWrites(): Promise<boolean> {
+    if (!this.conditional) {
+      const probe = (async () => {
+        const key = `${this.prefix ? `${this.prefix}/` : ''}.tidemark-probe/cond-${crypto.randomBytes(8).toString('hex')}`;
+        const put = () =>
+          this.request('write', 'a probe object', () =>
+            this.client.send(
+              new PutObjectCommand({
+                Bucket: this.bucket,
+                Key: key,
+                Body: Buffer.from('probe'),
+                ContentLength: 5,
+                IfNoneMatch: '*',
+              }),
+            ),
+          );
+        try {
+          try {
+            await put();
+          } catch (err) {
+            if (err instanceof S3ProtocolError) return false; // e.g. 501 NotImplemented: the header is not understood
+            throw err;
+          }
+          try {
+            await put();
+            return false;
+          } catch (err) {
+            if (err instanceof ObjectExistsError) return true;
+            if (err instanceof S3ProtocolError) return false;
+            throw err;
+          }
+        } finally {
+          await this.request('delete', 'a probe object', () =>
+            this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })),
+          ).catch(() => {});
+        }
+      })();
+      this.conditional = probe;
+      // A probe that failed for a passing reason (network) is tried again next time.
+      probe.catch(() => {
+        if (this.conditional === probe) this.conditional = undefined;
+      });
+    }
+    return this.conditional;
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+
+  /** The SDK client, for the connection test and tests. */
+  get sdk(): S3Client {
+    return this.client;
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * S3 locations as users write them, and the settings that go with them.
+ *
+ *   s3:https://host[:port]/bucket[/prefix…]   any S3-compatible store (MinIO, Ceph, B2, Wasabi, …)
+ *   s3:host[:port]/bucket[/prefix…]           the same, https implied
+ *   s3://bucket[/prefix…]                     AWS S3 itself (region from the options, default us-east-1)
+ *
+ * An optional query string carries addressing details: `?region=eu-west-1&style=path|virtual`.
+ * Access keys never appear in a location: they come from the catalog's secret store (or the CLI's
+ * environment) and are passed in separately.
+ */
+import { UsageError } from '../../errors.js';
+
+export interface S3Location {
+  /** Scheme, host and port, e.g. "https://s3.example.com:9000"; undefined for AWS S3's own endpoints. */
+  endpoint?: string;
+  bucket: string;
+  /** Folder inside the bucket, without leading or trailing slashes ("" for the bucket root). */
+  prefix: string;
+  region?: string;
+  /** Path-style (https://host/bucket/key) instead of virtual-hosted (https://bucket.host/key) addressing. */
+  pathStyle?: boolean;
+}
+
+const BUCKET_RE = /^[a-z0-9][a-z0-9.\-_]{1,254}$/i;
+
+export function normalizePrefix(prefix: string | undefined): string {
+  const p = (prefix ?? '').replace(/\/{2,}/g, '/').replace(/^\/+|\/+$/g, '');
+  if (p.split('/').some((s) => s === '.' || s === '..'))
+    throw new UsageError(`invalid S3 prefix "${prefix}"`);
+  return p;
+}
+
+export function isS3Location(location: string): boolean {
+  return /^s3:/i.test(location);
+}
+
+export function parseS3Location(location: string): S3Location {
+  if (!isS3Location(location)) throw new UsageError(`not an S3 location: ${location}`);
+  let rest = location.slice(3);
+  let query = '';
+  const q = rest.indexOf('?');
+  if (q >= 0) {
+    query = rest.slice(q + 1);
+    rest = rest.slice(0, q);
+  }
+  const out: S3Location = { bucket: '', prefix: '' };
+  let path: string;
+  if (rest.startsWith('//')) {
+    // s3://bucket/prefix — AWS S3.
+    path = rest.slice(2);
+  } else {
+    const m = /^(?:(https?):\/\/)?([^/]+)(\/.*)?$/i.exec(rest);
+    if (!m)
+      throw new UsageError(
+        `cannot read the S3 location "${location}" (expected s3:https://host/bucket/prefix)`,
+      );
+    const scheme = (m[1] ?? 'https').toLowerCase();
+    let host: URL;
+    try {
+      host = new URL(`${scheme}://${m[2]}`);
+    } catch {
+      throw new UsageError(`invalid host in S3 location "${location}"`);
+    }
+    if (host.username || host.password)
+      throw new UsageError('put access keys in the key fields, not in the S3 location');
+    out.endpoint = `${scheme}://${host.host}`;
+    path = (m[3] ?? '').slice(1);
+  }
+  const slash = path.indexOf('/');
+  out.bucket = slash < 0 ? path : path.slice(0, slash);
+  out.prefix = normalizePrefix(slash < 0 ? '' : path.slice(slash + 1));
+  if (!out.bucket)
+    throw new UsageError(
+      `the S3 location "${location}" names no bucket (expected s3:https://host/bucket/prefix)`,
+    );
+  if (!BUCKET_RE.test(out.bucket)) throw new UsageError(`"${out.bucket}" is not a valid bucket name`);
+  for (const [k, v] of new URLSearchParams(query)) {
+    if (k === 'region') out.region = v;
+    else if (k === 'style' && (v === 'path' || v === 'virtual')) out.pathStyle = v === 'path';
+    else throw new UsageError(`unknown S3 location option "${k}=${v}" (known: region=…, style=path|virtual)`);
+  }
+  return out;
+}
+
+/** The canonical location string for a set of fields (what the job wizard stores). */
+export function formatS3Location(loc: S3Location): string {
+  const prefix = normalizePrefix(loc.prefix);
+  const path = prefix ? `${loc.bucket}/${prefix}` : loc.bucket;
+  const params = new URLSearchParams();
+  if (loc.region) params.set('region', loc.region);
+  if (loc.pathStyle !== undefined) params.set('style', loc.pathStyle ? 'path' : 'virtual');
+  const qs = params.toString();
+  const base = loc.endpoint ? `s3:${loc.endpoint.replace(/\/+$/, '')}/${path}` : `s3://${path}`;
+  return qs ? `${base}?${qs}` : base;
+}
+
+/** True when an endpoint's host is this machine (plain http is acceptable there). */
+export function isLoopbackEndpoint(endpoint: string): boolean {
+  let host: string;
+  try {
+    host = new URL(endpoint).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** AWS's own hosts use virtual-hosted addressing; other stores (MinIO, Ceph, NAS boxes on an IP) path-style. */
+export function defaultPathStyle(endpoint: string | undefined): boolean {
+  if (!endpoint) return false;
+  try {
+    return !new URL(endpoint).hostname.endsWith('.amazonaws.com');
+  } catch {
+    return true;
+  }
+}
+
+/** Region from an AWS endpoint like s3.eu-west-1.amazonaws.com, else us-east-1 (what most other stores expect). */
+export function defaultRegion(endpoint: string | undefined): string {
+  const m = endpoint && /s3[.-]([a-z0-9-]+)\.amazonaws\.com/.exec(endpoint);
+  return m && m[1] !== 'external-1' ? m[1] : 'us-east-1';
+}
