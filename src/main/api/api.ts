@@ -1,0 +1,466 @@
+/**
+ * The one implementation of the shared API contract (src/shared/api.ts). `dispatch(method, args)`
+ * validates the arguments against the contract's schema, runs the handler and returns its result or
+ * throws a named error; `on(listener)` delivers the contract's events. Transports (Electron IPC, the
+ * browser-mode WebSocket server) only move these calls and events across their boundary.
+ */
+import fs from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { EventEmitter } from 'node:events';
+import {
+  argSchemas,
+  type ApiArgs,
+  type ApiEvent,
+  type ApiEvents,
+  type ApiMethod,
+  type ApiParsedArgs,
+  type ApiResults,
+  type DirListing,
+  type Health,
+  type Job,
+  type JobSummary,
+  type RestoreStatus,
+} from '../../shared/api.js';
+import type { SnapshotEntry } from '../engine/repo/types.js';
+import type { ApiServices, RepoHandle } from './services.js';
+import { ApiUsageError, ValidationError, toWire } from './errors.js';
+import { RunManager } from './runner.js';
+import { TreeWalker, snapshotInfo } from './snapshots.js';
+import { nextRunAt, SimpleScheduler } from './schedule.js';
+
+type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
+
+interface RepoEntry {
+  handle: Promise<RepoHandle>;
+}
+
+export class TidemarkApi {
+  private events = new EventEmitter();
+  readonly runs: RunManager;
+  private walker = new TreeWalker();
+  private repos = new Map<string, RepoEntry>();
+  private stats = new Map<string, { snapshots: number; bytes: number | null }>();
+  private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
+  private scheduler?: SimpleScheduler;
+  private handlers: Handlers;
+
+  constructor(private s: ApiServices) {
+    this.events.setMaxListeners(0);
+    this.runs = new RunManager(s, (event, payload) => this.emit(event, payload as never));
+    this.events.on('run.finished', (run: { jobId: string }) => {
+      this.dropRepo(run.jobId);
+      void this.refreshStats(run.jobId);
+    });
+    this.handlers = this.makeHandlers();
+  }
+
+  /** Starts the built-in scheduler (not used by tests). */
+  startScheduler(): void {
+    this.scheduler = new SimpleScheduler(
+      async () => this.s.jobs.listJobs(),
+      async (job) => (this.runs.isRunning(job.id) ? null : this.runs.start(job, false)),
+      this.s.now,
+    );
+    this.scheduler.start();
+  }
+
+  async close(): Promise<void> {
+    this.scheduler?.stop();
+    for (const r of this.restores.values()) r.abort.abort();
+    for (const l of this.runs.liveRuns()) this.runs.cancel(l.run.id);
+    for (const id of [...this.repos.keys()]) this.dropRepo(id);
+  }
+
+  on(listener: <E extends ApiEvent>(event: E, payload: ApiEvents[E]) => void): () => void {
+    const wrapped = (e: { event: ApiEvent; payload: unknown }) => listener(e.event, e.payload as never);
+    this.events.on('*', wrapped);
+    return () => this.events.off('*', wrapped);
+  }
+
+  emit<E extends ApiEvent>(event: E, payload: ApiEvents[E]): void {
+    this.events.emit(event, payload);
+    this.events.emit('*', { event, payload });
+  }
+
+  /** Validates and runs one call. Throws named errors (see toWire for their wire form). */
+  async dispatch(method: string, args: unknown): Promise<unknown> {
+    if (!Object.hasOwn(argSchemas, method))
+      throw new ApiUsageError('UNKNOWN_METHOD', `unknown API method ${method}`);
+    const m = method as ApiMethod;
+    const parsed = argSchemas[m].safeParse(args ?? {});
+    if (!parsed.success) throw ValidationError.fromZod(parsed.error);
+    return (this.handlers[m] as (a: unknown) => Promise<unknown>)(parsed.data);
+  }
+
+  /** `dispatch` with the result or error in wire form, for transports. */
+  async handle(
+    method: string,
+    args: unknown,
+  ): Promise<{ ok: true; result: unknown } | { ok: false; error: ReturnType<typeof toWire> }> {
+    try {
+      return { ok: true, result: await this.dispatch(method, args) };
+    } catch (err) {
+      return { ok: false, error: toWire(err) };
+    }
+  }
+
+  /** Typed in-process call (tests, tray). */
+  call<M extends ApiMethod>(method: M, args: ApiArgs[M]): Promise<ApiResults[M]> {
+    return this.dispatch(method, args) as Promise<ApiResults[M]>;
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private async job(id: string): Promise<Job> {
+    const job = await this.s.jobs.getJob(id);
+    if (!job) throw new ApiUsageError('NOT_FOUND', `no job with id ${id}`);
+    return job;
+  }
+
+  private async password(job: Job): Promise<string> {
+    const pw = await this.s.secrets.getSecret(`job:${job.id}`);
+    if (!pw) throw new ApiUsageError('NO_PASSWORD', `no password is stored for "${job.name}"; edit the job`);
+    return pw;
+  }
+
+  private repoFor(job: Job): Promise<RepoHandle> {
+    let entry = this.repos.get(job.id);
+    if (!entry) {
+      const handle = this.password(job).then((pw) => this.s.engine.open(job.destination.path, pw));
+      entry = { handle };
+      this.repos.set(job.id, entry);
+      handle.catch(() => this.repos.delete(job.id));
+    }
+    return entry.handle;
+  }
+
+  private dropRepo(jobId: string): void {
+    const entry = this.repos.get(jobId);
+    this.repos.delete(jobId);
+    entry?.handle.then((h) => h.close()).catch(() => {});
+  }
+
+  private async snapshotsOf(job: Job): Promise<{ repo: RepoHandle; snaps: SnapshotEntry[] }> {
+    const repo = await this.repoFor(job);
+    const snaps = await repo.listSnapshots();
+    this.stats.set(job.id, { snapshots: snaps.length, bytes: this.stats.get(job.id)?.bytes ?? null });
+    return { repo, snaps };
+  }
+
+  private async refreshStats(jobId: string): Promise<void> {
+    try {
+      const job = await this.job(jobId);
+      const { snaps } = await this.snapshotsOf(job);
+      const bytes = this.s.engine.repoBytes ? await this.s.engine.repoBytes(job.destination.path) : null;
+      this.stats.set(jobId, { snapshots: snaps.length, bytes });
+      this.emit('jobs.changed', { jobId });
+    } catch {}
+  }
+
+  private async summary(job: Job): Promise<JobSummary> {
+    const [lastRun] = await this.s.runs.listRuns({ jobId: job.id, limit: 1 });
+    let health: Health = 'never-run';
+    if (lastRun) {
+      health =
+        lastRun.status === 'completed'
+          ? 'ok'
+          : lastRun.status === 'failed'
+            ? 'error'
+            : lastRun.status === 'running' || lastRun.status === 'queued' || lastRun.status === 'paused'
+              ? 'ok'
+              : 'warning';
+    }
+    const stats = this.stats.get(job.id);
+    if (!stats) {
+      this.stats.set(job.id, { snapshots: 0, bytes: null });
+      void this.refreshStats(job.id);
+    }
+    return {
+      ...job,
+      lastRun,
+      nextRunAt: nextRunAt(job.schedule, new Date((this.s.now ?? Date.now)())),
+      missed: lastRun?.status === 'missed',
+      health,
+      snapshotCount: stats?.snapshots ?? 0,
+      repoBytes: stats?.bytes ?? null,
+      running: this.runs.isRunning(job.id),
+    };
+  }
+
+  private async checkSources(sources: string[]): Promise<void> {
+    const issues: { path: string; message: string }[] = [];
+    for (const [i, src] of sources.entries()) {
+      if (!path.isAbsolute(src))
+        issues.push({ path: `sources.${i}`, message: `${src} is not an absolute path` });
+      else {
+        const st = await fs.stat(src).catch(() => null);
+        if (!st) issues.push({ path: `sources.${i}`, message: `${src} does not exist` });
+        else if (!st.isDirectory() && !st.isFile())
+          issues.push({ path: `sources.${i}`, message: `${src} is not a folder or file` });
+      }
+    }
+    if (issues.length) throw new ValidationError(issues);
+  }
+
+  private async prepareDestination(location: string, password: string): Promise<void> {
+    if (!path.isAbsolute(location))
+      throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
+    if (await this.s.engine.exists(location)) {
+      const repo = await this.s.engine.open(location, password); // throws WrongPasswordError
+      await repo.close();
+      return;
+    }
+    const st = await fs.stat(location).catch(() => null);
+    if (st && !st.isDirectory())
+      throw new ValidationError([
+        { path: 'destination.path', message: `${location} is a file, not a folder` },
+      ]);
+    if (st && (await fs.readdir(location)).length > 0)
+      throw new ValidationError([
+        {
+          path: 'destination.path',
+          message: `${location} is not empty and holds no Tidemark repository; choose an empty or new folder`,
+        },
+      ]);
+    await fs.mkdir(location, { recursive: true });
+    const repo = await this.s.engine.init(location, password);
+    await repo.close();
+  }
+
+  private async listDirs(p: string | undefined): Promise<DirListing> {
+    const home = this.s.info.homeDir;
+    const dir = path.resolve(p && p.length ? p : home);
+    const dirents = await fs.readdir(dir, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+      throw new ApiUsageError(err.code ?? 'FS_ERROR', `cannot open ${dir}: ${err.message}`);
+    });
+    const entries = dirents
+      .filter((d) => d.isDirectory() || (d.isSymbolicLink() && isDirSync(path.join(dir, d.name))))
+      .map((d) => ({ name: d.name, path: path.join(dir, d.name) }))
+      .sort((a, b) =>
+        a.name.startsWith('.') === b.name.startsWith('.')
+          ? a.name.localeCompare(b.name)
+          : a.name.startsWith('.')
+            ? 1
+            : -1,
+      );
+    const parent = path.dirname(dir) === dir ? null : path.dirname(dir);
+    const roots = [{ label: 'Home', path: home }];
+    if (process.platform === 'win32') {
+      for (const letter of 'CDEFGHIJ') roots.push({ label: `${letter}:`, path: `${letter}:\\` });
+    } else {
+      roots.push({ label: 'Computer', path: '/' });
+      for (const m of ['/media', '/mnt', '/Volumes'])
+        if (await fs.stat(m).catch(() => null)) roots.push({ label: m.slice(1), path: m });
+    }
+    return { path: dir, parent, entries, roots };
+  }
+
+  private startRestore(job: Job, a: ApiParsedArgs['restore.start']): RestoreStatus {
+    const id = `restore-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    const target = a.target.kind === 'original' ? path.parse(process.cwd()).root : a.target.path;
+    const status: RestoreStatus = {
+      id,
+      jobId: job.id,
+      snapshotId: a.snapshotId,
+      target,
+      status: 'running',
+      filesTotal: 0,
+      bytesTotal: 0,
+      filesDone: 0,
+      bytesDone: 0,
+      skipped: 0,
+      errors: [],
+    };
+    const abort = new AbortController();
+    this.restores.set(id, { status, abort });
+    let lastEmit = 0;
+    const emit = (force: boolean) => {
+      const now = Date.now();
+      if (!force && now - lastEmit < 250) return;
+      lastEmit = now;
+      this.emit('restore.progress', { ...status, errors: [...status.errors] });
+    };
+    void (async () => {
+      try {
+        const repo = await this.repoFor(job);
+        if (a.target.kind === 'folder') await fs.mkdir(target, { recursive: true });
+        const result = await this.s.engine.restore(repo, {
+          snapshot: a.snapshotId,
+          target,
+          include: a.paths.filter((p) => p !== '/'),
+          overwrite: a.overwrite,
+          signal: abort.signal,
+          progress: (p) => {
+            Object.assign(status, {
+              filesTotal: p.filesTotal,
+              bytesTotal: p.bytesTotal,
+              filesDone: p.filesDone,
+              bytesDone: p.bytesDone,
+            });
+            emit(false);
+          },
+        });
+        status.filesDone = Math.max(status.filesDone, result.filesRestored);
+        status.bytesDone = Math.max(status.bytesDone, result.bytesRestored);
+        status.skipped = result.skipped;
+        status.errors = result.errors.map((e) => ({ path: e.path, message: e.message }));
+        status.status = result.errors.length ? 'completed-with-errors' : 'completed';
+      } catch (err) {
+        const wire = toWire(err);
+        status.status = abort.signal.aborted || wire.code === 'ABORTED' ? 'cancelled' : 'failed';
+        status.error = wire;
+      }
+      emit(true);
+    })();
+    return { ...status };
+  }
+
+  private makeHandlers(): Handlers {
+    const s = this.s;
+    return {
+      'app.info': async () => ({
+        ...s.info,
+        platform: process.platform,
+        nativePicker: !!s.desktop?.pickFolder,
+      }),
+      'settings.get': async () => s.settings.getSettings(),
+      'settings.update': async (changes) => {
+        const next = { ...(await s.settings.getSettings()), ...changes };
+        await s.settings.saveSettings(next);
+        if (changes.startAtLogin !== undefined) s.desktop?.setStartAtLogin?.(changes.startAtLogin);
+        this.emit('settings.changed', next);
+        return next;
+      },
+      'fs.listDirs': async (a) => this.listDirs(a.path),
+      'fs.pickFolder': async (a) => (s.desktop?.pickFolder ? s.desktop.pickFolder(a.title) : null),
+      'jobs.list': async () => {
+        const jobs = await s.jobs.listJobs();
+        return Promise.all(jobs.map((j) => this.summary(j)));
+      },
+      'jobs.get': async (a) => this.summary(await this.job(a.id)),
+      'jobs.create': async (a) => {
+        await this.checkSources(a.sources);
+        const destination = { kind: 'local' as const, path: path.resolve(a.destination.path) };
+        await this.prepareDestination(destination.path, a.password);
+        const now = (s.now ?? Date.now)();
+        const job: Job = {
+          id: `job-${now.toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
+          name: a.name,
+          sources: a.sources.map((p) => path.resolve(p)),
+          excludes: a.excludes,
+          excludePresets: a.excludePresets,
+          destination,
+          schedule: a.schedule,
+          retention: a.retention,
+          options: a.options,
+          createdAt: new Date(now).toISOString(),
+        };
+        await s.secrets.setSecret(`job:${job.id}`, a.password);
+        await s.jobs.saveJob(job);
+        this.emit('jobs.changed', { jobId: job.id });
+        return this.summary(job);
+      },
+      'jobs.update': async (a) => {
+        const job = await this.job(a.id);
+        const c = a.changes;
+        if (c.sources) await this.checkSources(c.sources);
+        if (c.destination && path.resolve(c.destination.path) !== job.destination.path) {
+          await this.prepareDestination(path.resolve(c.destination.path), await this.password(job));
+          this.dropRepo(job.id);
+        }
+        const next: Job = {
+          ...job,
+          ...Object.fromEntries(Object.entries(c).filter(([, v]) => v !== undefined)),
+          id: job.id,
+          createdAt: job.createdAt,
+        } as Job;
+        if (c.destination) next.destination = { kind: 'local', path: path.resolve(c.destination.path) };
+        await s.jobs.saveJob(next);
+        this.emit('jobs.changed', { jobId: job.id });
+        return this.summary(next);
+      },
+      'jobs.remove': async (a) => {
+        const job = await this.job(a.id);
+        if (this.runs.isRunning(job.id))
+          throw new ApiUsageError('ALREADY_RUNNING', 'stop the running backup first');
+        this.dropRepo(job.id);
+        await s.jobs.deleteJob(job.id);
+        await s.secrets.deleteSecret(`job:${job.id}`);
+        this.emit('jobs.changed', { jobId: null });
+        return { removed: true as const };
+      },
+      'jobs.runNow': async (a) => this.runs.start(await this.job(a.id), a.full ?? false),
+      'jobs.changePassword': async (a) => {
+        const job = await this.job(a.id);
+        if ((await this.password(job)) !== a.oldPassword)
+          throw new ApiUsageError('WRONG_PASSWORD', 'the current password is not right');
+        if (!s.engine.changePassword)
+          throw new ApiUsageError('UNSUPPORTED', 'this engine cannot change passwords yet');
+        await s.engine.changePassword(job.destination.path, a.oldPassword, a.newPassword);
+        await s.secrets.setSecret(`job:${job.id}`, a.newPassword);
+        this.dropRepo(job.id);
+        return { changed: true as const };
+      },
+      'runs.list': async (a) => s.runs.listRuns({ jobId: a.jobId, limit: a.limit ?? 100 }),
+      'runs.get': async (a) => {
+        const run = await s.runs.getRun(a.id);
+        if (!run) throw new ApiUsageError('NOT_FOUND', `no run with id ${a.id}`);
+        const live = this.runs.liveRuns().find((l) => l.run.id === a.id);
+        return live ? { ...run, ...live.run, samples: live.samples } : run;
+      },
+      'runs.live': async () => this.runs.liveRuns(),
+      'runs.pause': async (a) => this.runs.pause(a.id, true),
+      'runs.resume': async (a) => this.runs.pause(a.id, false),
+      'runs.cancel': async (a) => {
+        this.runs.cancel(a.id);
+        return { cancelled: true as const };
+      },
+      'snapshots.list': async (a) => {
+        const { snaps } = await this.snapshotsOf(await this.job(a.jobId));
+        return snaps.map(snapshotInfo).sort((x, y) => y.time.localeCompare(x.time));
+      },
+      'snapshots.browse': async (a) => {
+        const job = await this.job(a.jobId);
+        const fromIndex = await s.fileIndex?.browse?.(job.id, a.snapshotId, a.path);
+        if (fromIndex) return fromIndex;
+        const { repo, snaps } = await this.snapshotsOf(job);
+        const snap = snaps.find((x) => x.id === a.snapshotId || x.id.startsWith(a.snapshotId));
+        if (!snap) throw new ApiUsageError('NOT_FOUND', `snapshot ${a.snapshotId} not found`);
+        return this.walker.browse(repo, snap, a.path);
+      },
+      'snapshots.search': async (a) => {
+        const job = await this.job(a.jobId);
+        const limit = a.limit ?? 500;
+        const fromIndex = await s.fileIndex?.search?.(job.id, a.query, limit);
+        if (fromIndex) return fromIndex;
+        const { repo, snaps } = await this.snapshotsOf(job);
+        return this.walker.search(repo, snaps, a.query, limit);
+      },
+      'snapshots.versions': async (a) => {
+        const { repo, snaps } = await this.snapshotsOf(await this.job(a.jobId));
+        return this.walker.versions(repo, snaps, a.path);
+      },
+      'restore.start': async (a) => this.startRestore(await this.job(a.jobId), a),
+      'restore.get': async (a) => {
+        const r = this.restores.get(a.id);
+        if (!r) throw new ApiUsageError('NOT_FOUND', `no restore with id ${a.id}`);
+        return { ...r.status };
+      },
+      'restore.cancel': async (a) => {
+        const r = this.restores.get(a.id);
+        if (!r) throw new ApiUsageError('NOT_FOUND', `no restore with id ${a.id}`);
+        r.abort.abort();
+        return { cancelled: true as const };
+      },
+    };
+  }
+}
+
+function isDirSync(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * The real engine behind the API's small `Engine` interface: repositories opened from a location
+ * string with a password, and the engine's backup, restore and retention operations.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { openBackend } from '../engine/backend/open.js';
+import { Repository } from '../engine/repo/repository.js';
+import type {
+  BackupOptions,
+  BackupResult,
+  RestoreOptions,
+  RestoreResult,
+  RetentionPolicy,
+} from '../engine/operations.js';
+import type { Engine, PauseGate, RepoHandle } from './services.js';
+
+type BackupFn = (repo: Repository, opts: BackupOptions) => Promise<BackupResult>;
+type RestoreFn = (repo: Repository, opts: RestoreOptions) => Promise<RestoreResult>;
+type ForgetFn = (repo: Repository, policy: RetentionPolicy, opts: { dryRun?: boolean }) => Promise<unknown>;
+
+// Loaded lazily: the operations live in their own stages and pull in worker pools.
+const mod = (p: string) => import(/* @vite-ignore */ p) as Promise<Record<string, unknown>>;
+
+class RealHandle implements RepoHandle {
+  constructor(readonly repo: Repository) {}
+  listSnapshots() {
+    return this.repo.listSnapshots();
+  }
+  loadTree(id: string) {
+    return this.repo.loadTree(id);
+  }
+  close() {
+    return this.repo.close();
+  }
+}
+
+async function dirBytes(dir: string): Promise<number> {
+  let total = 0;
+  const stack = [dir];
+  while (stack.length) {
+    const d = stack.pop()!;
+    for (const e of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) stack.push(p);
+      else if (e.isFile()) total += (await fs.stat(p).catch(() => ({ size: 0 }))).size;
+    }
+  }
+  return total;
+}
+
+export class RealEngine implements Engine {
+  /** The engine's backup has no pause point yet (see the report of issue 7). */
+  readonly supportsPause: boolean = false;
+
+  async exists(location: string): Promise<boolean> {
+    const backend = await openBackend(location);
+    try {
+      return await backend.exists();
+    } finally {
+      await backend.close();
+    }
+  }
+
+  async init(location: string, password: string): Promise<RepoHandle> {
+    return new RealHandle(await Repository.init(await openBackend(location), password));
+  }
+
+  async open(location: string, password: string): Promise<RepoHandle> {
+    const backend = await openBackend(location);
+    try {
+      return new RealHandle(await Repository.open(backend, password));
+    } catch (err) {
+      await backend.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  async backup(handle: RepoHandle, opts: BackupOptions & { pauseGate?: PauseGate }): Promise<BackupResult> {
+    const { backup } = (await mod('../engine/backup/index.js')) as { backup: BackupFn };
+    // eslint-disable-next-line @typescript-eslint/no-unused-vars
+    const { pauseGate, ...rest } = opts;
+    return backup((handle as RealHandle).repo, rest);
+  }
+
+  async restore(handle: RepoHandle, opts: RestoreOptions): Promise<RestoreResult> {
+    const { restore } = (await mod('../engine/restore/index.js')) as { restore: RestoreFn };
+    return restore((handle as RealHandle).repo, opts);
+  }
+
+  async forget(handle: RepoHandle, policy: RetentionPolicy): Promise<void> {
+    const { forget } = (await mod('../engine/repo/retention.js')) as { forget: ForgetFn };
+    await forget((handle as RealHandle).repo, policy, { dryRun: false });
+  }
+
+  async changePassword(location: string, oldPassword: string, newPassword: string): Promise<void> {
+    const h = (await this.open(location, oldPassword)) as RealHandle;
+    try {
+      await h.repo.changePassword(newPassword);
+    } finally {
+      await h.close();
+    }
+  }
+
+  async repoBytes(location: string): Promise<number | null> {
+    if (/^[a-z0-9]+:/i.test(location) && !location.startsWith('local:') && !/^[a-zA-Z]:[\\/]/.test(location))
+      return null;
+    return dirBytes(path.resolve(location.replace(/^local:/, '')));
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * Browser mode entry (`npm run serve`): the API on 127.0.0.1 with a random access token, serving the
+ * built renderer from out/renderer. Options: --port N, --data DIR (default $TIDEMARK_HOME or
+ * ~/.tidemark), --static DIR, --fake-engine (an in-memory engine for UI work; nothing is kept).
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createApi } from './wiring.js';
+import { startServer } from './server.js';
+import { FakeEngine } from './fake-engine.js';
+
+const argv = process.argv.slice(2);
+const opt = (name: string) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const { api, services, state } = createApi({
+  mode: 'browser',
+  dataDir: opt('--data'),
+  engine: argv.includes('--fake-engine') ? new FakeEngine(50) : undefined,
+});
+api.startScheduler();
+const server = await startServer({
+  api,
+  staticDir: opt('--static') ?? path.join(root, 'out/renderer'),
+  port: Number(opt('--port') ?? process.env.TIDEMARK_PORT ?? 0),
+});
+console.log(`Tidemark is running in browser mode (data: ${services.info.dataDir}).`);
+console.log(`Open this address in a browser on this computer:\n\n  ${server.tokenUrl}\n`);
+console.log('Press Ctrl+C to stop.');
+const stop = async () => {
+  await api.close();
+  state.flush();
+  await server.close();
+  process.exit(0);
+};
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());

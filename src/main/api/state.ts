@@ -1,0 +1,152 @@
+/**
+ * Stores for jobs, runs, settings and secrets behind the API's small interfaces: an in-memory one
+ * (tests) and a file-backed one (a JSON state file written atomically, secrets in a separate 0600
+ * file) used until the SQLite catalog (engine/catalog) is wired in.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Job, RunDetail, RunSummary, Settings } from '../../shared/api.js';
+import type { JobStore, RunStore, SecretStore, SettingsStore } from './services.js';
+import { summaryOf } from './runner.js';
+
+export const defaultSettings: Settings = {
+  theme: 'system',
+  notifications: true,
+  startAtLogin: false,
+  compressionLevel: 3,
+  readLimitMBps: 0,
+  workers: 2,
+};
+
+const MAX_RUNS = 1000;
+
+export class MemoryState implements JobStore, RunStore, SecretStore, SettingsStore {
+  protected jobs = new Map<string, Job>();
+  protected runs = new Map<string, RunDetail>();
+  protected secrets = new Map<string, string>();
+  protected settings: Settings = { ...defaultSettings };
+
+  listJobs(): Job[] {
+    return [...this.jobs.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+  getJob(id: string): Job | undefined {
+    return this.jobs.get(id);
+  }
+  saveJob(job: Job): void {
+    this.jobs.set(job.id, structuredClone(job));
+    this.changed();
+  }
+  deleteJob(id: string): void {
+    this.jobs.delete(id);
+    this.changed();
+  }
+
+  saveRun(run: RunDetail): void {
+    this.runs.set(run.id, structuredClone(run));
+    if (this.runs.size > MAX_RUNS) this.runs.delete(this.runs.keys().next().value as string);
+    this.changed();
+  }
+  listRuns(filter: { jobId?: string; limit?: number }): RunSummary[] {
+    return [...this.runs.values()]
+      .filter((r) => !filter.jobId || r.jobId === filter.jobId)
+      .sort((a, b) => b.startedAt.localeCompare(a.startedAt))
+      .slice(0, filter.limit ?? 100)
+      .map(summaryOf);
+  }
+  getRun(id: string): RunDetail | undefined {
+    const r = this.runs.get(id);
+    return r && structuredClone(r);
+  }
+
+  getSecret(key: string): string | undefined {
+    return this.secrets.get(key);
+  }
+  setSecret(key: string, value: string): void {
+    this.secrets.set(key, value);
+    this.secretsChanged();
+  }
+  deleteSecret(key: string): void {
+    this.secrets.delete(key);
+    this.secretsChanged();
+  }
+
+  getSettings(): Settings {
+    return { ...this.settings };
+  }
+  saveSettings(settings: Settings): void {
+    this.settings = { ...settings };
+    this.changed();
+  }
+
+  protected changed(): void {}
+  protected secretsChanged(): void {}
+}
+
+function writeAtomic(file: string, data: string, mode = 0o644): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, data, { mode });
+  fs.renameSync(tmp, file);
+}
+
+/** MemoryState persisted under `dir`: state.json (jobs, runs, settings) and secrets.json (0600). */
+export class FileState extends MemoryState {
+  private stateFile: string;
+  private secretsFile: string;
+  private timer?: ReturnType<typeof setTimeout>;
+
+  constructor(dir: string) {
+    super();
+    fs.mkdirSync(dir, { recursive: true });
+    this.stateFile = path.join(dir, 'state.json');
+    this.secretsFile = path.join(dir, 'secrets.json');
+    try {
+      const st = JSON.parse(fs.readFileSync(this.stateFile, 'utf8')) as {
+        jobs: Job[];
+        runs: RunDetail[];
+        settings: Settings;
+      };
+      for (const j of st.jobs ?? []) this.jobs.set(j.id, j);
+      for (const r of st.runs ?? []) {
+        // a run that was live when the process stopped did not finish
+        if (r.status === 'running' || r.status === 'queued' || r.status === 'paused') {
+          r.status = 'failed';
+          r.error = {
+            name: 'Interrupted',
+            code: 'INTERRUPTED',
+            message: 'Tidemark stopped while this backup was running',
+          };
+          r.endedAt ??= r.startedAt;
+        }
+        this.runs.set(r.id, r);
+      }
+      this.settings = { ...defaultSettings, ...st.settings };
+    } catch {}
+    try {
+      const sec = JSON.parse(fs.readFileSync(this.secretsFile, 'utf8')) as Record<string, string>;
+      for (const [k, v] of Object.entries(sec)) this.secrets.set(k, v);
+    } catch {}
+  }
+
+  protected override changed(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => this.flush(), 200);
+  }
+
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    writeAtomic(
+      this.stateFile,
+      JSON.stringify({
+        jobs: [...this.jobs.values()],
+        runs: [...this.runs.values()],
+        settings: this.settings,
+      }),
+    );
+  }
+
+  protected override secretsChanged(): void {
+    writeAtomic(this.secretsFile, JSON.stringify(Object.fromEntries(this.secrets)), 0o600);
+    fs.chmodSync(this.secretsFile, 0o600);
+  }
+}

@@ -1,0 +1,462 @@
+/**
+ * The API contract between the UI and the engine (DESIGN.md §1 rule 2): every call with its argument
+ * and result types, every event, and the error shape. `src/main/api` implements it once; Electron IPC
+ * (preload) and the browser-mode WebSocket transport are thin bindings of that implementation.
+ *
+ * Arguments are validated at the boundary with the zod schemas below (`argSchemas`), so a handler
+ * never sees malformed input whichever transport it came through. Errors cross as `{name, code, message}`.
+ *
+ * This file is shared by main, preload and renderer: it imports nothing from Node or Electron.
+ */
+import { z } from 'zod';
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/** How an error crosses the boundary. `code` is stable (e.g. WRONG_PASSWORD, VALIDATION, NOT_FOUND). */
+export interface WireError {
+  name: string;
+  code: string;
+  message: string;
+  /** For VALIDATION errors: the offending field paths and their messages. */
+  issues?: { path: string; message: string }[];
+}
+
+/** An error received from the other side of the boundary, keeping its name and code. */
+export class ApiError extends Error {
+  readonly code: string;
+  readonly issues?: { path: string; message: string }[];
+  constructor(wire: WireError) {
+    super(wire.message);
+    this.name = wire.name;
+    this.code = wire.code;
+    this.issues = wire.issues;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schemas of the values the UI sends
+
+export const excludePresetSchema = z.enum(['caches', 'temp', 'trash', 'node_modules', 'media']);
+export type ExcludePreset = z.infer<typeof excludePresetSchema>;
+
+const timeOfDay = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'use a time like 21:30');
+
+export const scheduleSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('manual') }),
+  z.object({ kind: z.literal('hourly'), minute: z.number().int().min(0).max(59) }),
+  z.object({ kind: z.literal('every'), hours: z.number().int().min(1).max(168) }),
+  z.object({ kind: z.literal('daily'), time: timeOfDay }),
+  z.object({
+    kind: z.literal('weekly'),
+    days: z.array(z.number().int().min(0).max(6)).min(1, 'pick at least one day'),
+    time: timeOfDay,
+  }),
+]);
+export type Schedule = z.infer<typeof scheduleSchema>;
+
+const keep = z.number().int().min(0).max(10_000).optional();
+export const retentionSchema = z.object({
+  keepLast: keep,
+  keepHourly: keep,
+  keepDaily: keep,
+  keepWeekly: keep,
+  keepMonthly: keep,
+  keepYearly: keep,
+});
+export type Retention = z.infer<typeof retentionSchema>;
+
+export const destinationSchema = z.object({
+  kind: z.literal('local'),
+  path: z.string().trim().min(1, 'choose a destination folder'),
+});
+export type Destination = z.infer<typeof destinationSchema>;
+
+export const jobOptionsSchema = z.object({
+  /** zstd level 0 (off) … 19. */
+  compressionLevel: z.number().int().min(0).max(19).optional(),
+  /** Read limit in MB/s; 0 or absent: unlimited. */
+  readLimitMBps: z.number().min(0).max(100_000).optional(),
+  workers: z.number().int().min(1).max(64).optional(),
+  /** Read back and check the new snapshot after each backup. */
+  verifyAfter: z.boolean().optional(),
+});
+export type JobOptions = z.infer<typeof jobOptionsSchema>;
+
+const jobFields = {
+  name: z.string().trim().min(1, 'give the job a name').max(100),
+  sources: z.array(z.string().trim().min(1)).min(1, 'add at least one folder to back up'),
+  excludes: z.array(z.string().trim().min(1)).default([]),
+  excludePresets: z.array(excludePresetSchema).default([]),
+  destination: destinationSchema,
+  schedule: scheduleSchema,
+  retention: retentionSchema.default({}),
+  options: jobOptionsSchema.default({}),
+};
+
+export const jobInputSchema = z.object({
+  ...jobFields,
+  password: z.string().min(8, 'use a password of at least 8 characters'),
+});
+export type JobInput = z.input<typeof jobInputSchema>;
+
+export const jobUpdateSchema = z.object(jobFields).partial();
+export type JobUpdate = z.input<typeof jobUpdateSchema>;
+
+export const overwritePolicySchema = z.enum(['skip', 'overwrite', 'keep-both']);
+export type OverwritePolicy = z.infer<typeof overwritePolicySchema>;
+
+export const settingsSchema = z.object({
+  theme: z.enum(['system', 'light', 'dark']),
+  notifications: z.boolean(),
+  startAtLogin: z.boolean(),
+  /** Defaults for new jobs and runs without their own values. */
+  compressionLevel: z.number().int().min(0).max(19),
+  readLimitMBps: z.number().min(0).max(100_000),
+  workers: z.number().int().min(1).max(64),
+});
+export type Settings = z.infer<typeof settingsSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Values the engine sends
+
+export type RunStatus =
+  | 'queued'
+  | 'running'
+  | 'paused'
+  | 'completed'
+  | 'completed-with-warnings'
+  | 'failed'
+  | 'cancelled'
+  | 'missed';
+
+export type Health = 'ok' | 'warning' | 'error' | 'never-run';
+
+export interface Job {
+  id: string;
+  name: string;
+  sources: string[];
+  excludes: string[];
+  excludePresets: ExcludePreset[];
+  destination: Destination;
+  schedule: Schedule;
+  retention: Retention;
+  options: JobOptions;
+  createdAt: string;
+}
+
+export interface RunCounters {
+  filesScanned: number;
+  bytesScanned: number;
+  filesRead: number;
+  bytesRead: number;
+  filesDone: number;
+  bytesDone: number;
+  bytesNew: number;
+  bytesStored: number;
+  errors: number;
+}
+
+export interface RunSummary {
+  id: string;
+  jobId: string;
+  jobName: string;
+  kind: 'backup' | 'full-backup';
+  status: RunStatus;
+  startedAt: string;
+  endedAt?: string;
+  counters: RunCounters;
+  snapshotId?: string;
+  error?: WireError;
+  warnings: number;
+}
+
+/** One point of the per-second throughput series of a run. */
+export interface RunSample {
+  /** Milliseconds since the run started. */
+  t: number;
+  readBps: number;
+  writeBps: number;
+  filesPerSec: number;
+  /** Bytes read ÷ new bytes so far (1 = nothing deduplicated). */
+  dedupRatio: number;
+}
+
+export interface RunWarning {
+  path: string;
+  reason: string;
+  code?: string;
+}
+
+export interface RunDetail extends RunSummary {
+  samples: RunSample[];
+  warningList: RunWarning[];
+  log: string[];
+}
+
+export type Phase = 'queued' | 'starting' | 'scanning' | 'backing-up' | 'finalizing' | 'done';
+
+/** A run in progress, as the Live run page and the tray show it. */
+export interface LiveRun {
+  run: RunSummary;
+  phase: Phase;
+  currentFile?: string;
+  scanComplete: boolean;
+  /** 0…1, or null while the total is unknown. */
+  fraction: number | null;
+  /** Estimated milliseconds left (from the previous run and the current rate), or null. */
+  etaMs: number | null;
+  elapsedMs: number;
+  canPause: boolean;
+  samples: RunSample[];
+}
+
+export interface JobSummary extends Job {
+  lastRun?: RunSummary;
+  /** ISO time of the next scheduled run, or null for manual jobs. */
+  nextRunAt: string | null;
+  missed: boolean;
+  health: Health;
+  snapshotCount: number;
+  /** Bytes the repository takes on disk, when known. */
+  repoBytes: number | null;
+  running: boolean;
+}
+
+export interface SnapshotInfo {
+  id: string;
+  time: string;
+  host: string;
+  paths: string[];
+  tags: string[];
+  files: number;
+  totalBytes: number;
+  newBytes: number;
+}
+
+export type EntryType = 'file' | 'dir' | 'symlink' | 'other';
+
+export interface BrowseEntry {
+  name: string;
+  /** Absolute path inside the snapshot (as backed up, '/'-separated). */
+  path: string;
+  type: EntryType;
+  size: number;
+  mtime: string;
+}
+
+export interface SearchHit {
+  snapshotId: string;
+  snapshotTime: string;
+  path: string;
+  type: EntryType;
+  size: number;
+  mtime: string;
+}
+
+export interface FileVersion {
+  snapshotId: string;
+  snapshotTime: string;
+  size: number;
+  mtime: string;
+  /** True when the content differs from the next older version. */
+  changed: boolean;
+}
+
+export interface DirListing {
+  path: string;
+  parent: string | null;
+  entries: { name: string; path: string }[];
+  /** Shortcuts shown at the top of the browser (home, drives, mounts). */
+  roots: { label: string; path: string }[];
+}
+
+export interface RestoreStatus {
+  id: string;
+  jobId: string;
+  snapshotId: string;
+  target: string;
+  status: 'running' | 'completed' | 'completed-with-errors' | 'failed' | 'cancelled';
+  filesTotal: number;
+  bytesTotal: number;
+  filesDone: number;
+  bytesDone: number;
+  skipped: number;
+  errors: { path: string; message: string }[];
+  error?: WireError;
+}
+
+export interface AppInfo {
+  version: string;
+  mode: 'electron' | 'browser';
+  platform: string;
+  dataDir: string;
+  defaultRepoDir: string;
+  homeDir: string;
+  /** True when a native folder picker exists (Electron); otherwise the UI uses fs.listDirs. */
+  nativePicker: boolean;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls: one schema per call for its arguments; result types in ApiResults
+
+const id = z.string().min(1).max(200);
+const none = z.object({}).strict();
+
+export const argSchemas = {
+  'app.info': none,
+  'settings.get': none,
+  'settings.update': settingsSchema.partial().strict(),
+  'fs.listDirs': z.object({ path: z.string().optional() }).strict(),
+  'fs.pickFolder': z.object({ title: z.string().optional() }).strict(),
+  'jobs.list': none,
+  'jobs.get': z.object({ id }).strict(),
+  'jobs.create': jobInputSchema,
+  'jobs.update': z.object({ id, changes: jobUpdateSchema }).strict(),
+  'jobs.remove': z.object({ id }).strict(),
+  'jobs.runNow': z.object({ id, full: z.boolean().optional() }).strict(),
+  'jobs.changePassword': z
+    .object({
+      id,
+      oldPassword: z.string().min(1),
+      newPassword: z.string().min(8, 'use at least 8 characters'),
+    })
+    .strict(),
+  'runs.list': z
+    .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
+    .strict(),
+  'runs.get': z.object({ id }).strict(),
+  'runs.live': none,
+  'runs.pause': z.object({ id }).strict(),
+  'runs.resume': z.object({ id }).strict(),
+  'runs.cancel': z.object({ id }).strict(),
+  'snapshots.list': z.object({ jobId: id }).strict(),
+  'snapshots.browse': z.object({ jobId: id, snapshotId: id, path: z.string() }).strict(),
+  'snapshots.search': z
+    .object({
+      jobId: id,
+      query: z.string().min(1).max(200),
+      limit: z.number().int().min(1).max(5000).optional(),
+    })
+    .strict(),
+  'snapshots.versions': z.object({ jobId: id, path: z.string().min(1) }).strict(),
+  'restore.start': z
+    .object({
+      jobId: id,
+      snapshotId: id,
+      paths: z.array(z.string().min(1)).min(1, 'select something to restore'),
+      target: z.discriminatedUnion('kind', [
+        z.object({ kind: z.literal('original') }),
+        z.object({
+          kind: z.literal('folder'),
+          path: z.string().trim().min(1, 'choose a folder to restore into'),
+        }),
+      ]),
+      overwrite: overwritePolicySchema,
+    })
+    .strict(),
+  'restore.get': z.object({ id }).strict(),
+  'restore.cancel': z.object({ id }).strict(),
+} as const;
+
+export type ApiMethod = keyof typeof argSchemas;
+export const apiMethods = Object.keys(argSchemas) as ApiMethod[];
+
+export type ApiArgs = { [M in ApiMethod]: z.input<(typeof argSchemas)[M]> };
+/** Arguments after validation (defaults applied). */
+export type ApiParsedArgs = { [M in ApiMethod]: z.output<(typeof argSchemas)[M]> };
+
+export interface ApiResults {
+  'app.info': AppInfo;
+  'settings.get': Settings;
+  'settings.update': Settings;
+  'fs.listDirs': DirListing;
+  'fs.pickFolder': string | null;
+  'jobs.list': JobSummary[];
+  'jobs.get': JobSummary;
+  'jobs.create': JobSummary;
+  'jobs.update': JobSummary;
+  'jobs.remove': { removed: true };
+  'jobs.runNow': RunSummary;
+  'jobs.changePassword': { changed: true };
+  'runs.list': RunSummary[];
+  'runs.get': RunDetail;
+  'runs.live': LiveRun[];
+  'runs.pause': LiveRun;
+  'runs.resume': LiveRun;
+  'runs.cancel': { cancelled: true };
+  'snapshots.list': SnapshotInfo[];
+  'snapshots.browse': BrowseEntry[];
+  'snapshots.search': SearchHit[];
+  'snapshots.versions': FileVersion[];
+  'restore.start': RestoreStatus;
+  'restore.get': RestoreStatus;
+  'restore.cancel': { cancelled: true };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events (engine → UI)
+
+export interface ApiEvents {
+  /** A run started, moved, or changed status; at least once a second while running. */
+  'run.progress': LiveRun;
+  /** A run ended (any final status, including 'missed'). */
+  'run.finished': RunSummary;
+  'jobs.changed': { jobId: string | null };
+  'restore.progress': RestoreStatus;
+  'settings.changed': Settings;
+}
+export type ApiEvent = keyof ApiEvents;
+export const apiEvents: ApiEvent[] = [
+  'run.progress',
+  'run.finished',
+  'jobs.changed',
+  'restore.progress',
+  'settings.changed',
+];
+
+/** What a transport needs from the implementation, and what the renderer's client offers. */
+export interface ApiClient {
+  call<M extends ApiMethod>(method: M, args: ApiArgs[M]): Promise<ApiResults[M]>;
+  on<E extends ApiEvent>(event: E, listener: (payload: ApiEvents[E]) => void): () => void;
+}
+
+/** The shape `window.tidemark` has in Electron (exposed by the preload script). */
+export interface PreloadBridge {
+  call(
+    method: string,
+    args: unknown,
+  ): Promise<{ ok: true; result: unknown } | { ok: false; error: WireError }>;
+  on(event: string, listener: (payload: unknown) => void): () => void;
+  readonly platform: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire protocol of the browser-mode WebSocket transport
+
+export type WsClientMessage = { id: number; method: string; args: unknown };
+export type WsServerMessage =
+  | { id: number; ok: true; result: unknown }
+  | { id: number; ok: false; error: WireError }
+  | { event: string; payload: unknown };
+
+/** Exclusion patterns of the presets (minimatch globs, matched against paths). */
+export const excludePresetPatterns: Record<ExcludePreset, { label: string; patterns: string[] }> = {
+  caches: {
+    label: 'Caches',
+    patterns: ['**/.cache', '**/Cache', '**/Caches', '**/*.cache', '**/__pycache__'],
+  },
+  temp: {
+    label: 'Temporary files',
+    patterns: ['**/*.tmp', '**/*.temp', '**/~$*', '**/*.swp', '**/.~lock.*'],
+  },
+  trash: {
+    label: 'Trash',
+    patterns: ['**/.Trash', '**/.Trash-*', '**/$RECYCLE.BIN', '**/.local/share/Trash'],
+  },
+  node_modules: {
+    label: 'Build folders (node_modules, target)',
+    patterns: ['**/node_modules', '**/target/debug'],
+  },
+  media: { label: 'Large media (*.iso, *.vmdk)', patterns: ['**/*.iso', '**/*.vmdk', '**/*.vdi'] },
+};
