@@ -107,6 +107,9 @@ export interface RestoreOptions {
   /** Paths inside the snapshot to restore (each with everything under it); default: everything. */
   include?: string[];
   overwrite?: OverwritePolicy;
+  /** A folder inside the snapshot to strip from restored paths (restore its contents directly into target).
+   *  Default: the snapshot's absolute paths are recreated under target (target "/" restores in place). */
+  relativeTo?: string;
   workers?: number;
   signal?: AbortSignal;
   progress?: ProgressSink<RestoreProgress>;

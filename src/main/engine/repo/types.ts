@@ -31,11 +31,19 @@ export interface TreeNode {
   content?: ID[];
   /** dir: the ID of its tree blob. */
   subtree?: ID;
+  /** dir: totals of everything below it (derived from the subtree, so it never breaks the Merkle property). */
+  summary?: DirSummary;
   /** symlink: the link target (base64 of raw bytes in linkTargetRaw when not valid UTF-8). */
   linkTarget?: string;
   linkTargetRaw?: string;
   /** device files: the device number. */
   rdev?: number;
+}
+
+export interface DirSummary {
+  files: number;
+  dirs: number;
+  bytes: number;
 }
 
 export interface Tree {

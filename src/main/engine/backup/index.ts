@@ -1,0 +1,485 @@
+/**
+ * Backup: scan → read → chunk → hash → dedup → compress → encrypt → pack → upload.
+ * The main thread walks the sources (async fs, parallel lstat) and decides per file whether the
+ * previous snapshot's chunk list can be reused; files that must be read go to the worker pool, with
+ * a bounded number in flight (backpressure reaches the walk). Directory trees are saved bottom-up as
+ * their children finish, so an unchanged directory keeps its tree ID. The snapshot is written last,
+ * after every pack and index it depends on.
+ * Guarantees: unreadable, vanished or special entries are skipped and listed, never fatal; a cancel
+ * or crash leaves earlier snapshots intact. Not here: change tracking itself (tracking/), scheduling.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { BigIntStats } from 'node:fs';
+import type { Repository } from '../repo/repository.js';
+import { BlobType } from '../repo/blobIndex.js';
+import type { DirSummary, ID, SkippedEntry, Snapshot, SnapshotEntry, TreeNode, Tree } from '../repo/types.js';
+
+interface SavedDir {
+  id: ID;
+  summary: DirSummary;
+}
+import type { BackupOptions, BackupProgress, BackupResult } from '../operations.js';
+import { AbortedError, TidemarkError, UsageError } from '../errors.js';
+import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
+import type { BackupFileResult, SealedBlobMsg } from '../workers/protocol.js';
+import { Excluder, HintPlan, metadataNode, unchangedFile } from '../scan/index.js';
+import { nameBytes } from '../repo/tree.js';
+
+/** Counters of filesystem calls, for benchmarks of the scan. */
+export interface ScanCounters {
+  stat: number;
+  readdir: number;
+}
+
+export interface BackupRunResult extends BackupResult {
+  counters: ScanCounters;
+}
+
+const sep = Buffer.from(path.sep);
+const join = (dir: Buffer, name: Buffer) => (dir.length === 1 && dir[0] === sep[0] ? Buffer.concat([dir, name]) : Buffer.concat([dir, sep, name]));
+const show = (p: Buffer) => p.toString('utf8');
+
+/** Normalizes source paths: absolute, no duplicates, none inside another. */
+export function normalizeSources(paths: string[]): string[] {
+  if (!paths.length) throw new UsageError('nothing to back up: give at least one path');
+  const abs = [...new Set(paths.map((p) => path.resolve(p)))].sort();
+  return abs.filter((p) => !abs.some((q) => q !== p && (p.startsWith(q.endsWith(path.sep) ? q : q + path.sep))));
+}
+
+function sameSources(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((p, i) => p === b[i]);
+}
+
+/** Finds the snapshot to compare with: the newest of this host with exactly these sources. */
+export async function findParent(repo: Repository, host: string, paths: string[], explicit?: ID): Promise<SnapshotEntry | undefined> {
+  if (explicit) return repo.loadSnapshot(explicit);
+  const all = await repo.listSnapshots();
+  const sorted = [...paths].sort();
+  for (let i = all.length - 1; i >= 0; i--) {
+    if (all[i].host === host && sameSources([...all[i].paths].sort(), sorted)) return all[i];
+  }
+  return undefined;
+}
+
+class Semaphore {
+  private waiters: (() => void)[] = [];
+  constructor(private free: number) {}
+  async take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return;
+    }
+    await new Promise<void>((r) => this.waiters.push(r));
+  }
+  give(): void {
+    const w = this.waiters.shift();
+    if (w) w();
+    else this.free++;
+  }
+}
+
+export async function backup(repo: Repository, opts: BackupOptions): Promise<BackupRunResult> {
+  const started = Date.now();
+  const signal = opts.signal;
+  const sources = normalizeSources(opts.paths);
+  const host = opts.host ?? os.hostname();
+  const log = opts.log ?? (() => {});
+  const excluder = new Excluder(opts.excludes);
+  const skipped: SkippedEntry[] = [];
+  const counters: ScanCounters = { stat: 0, readdir: 0 };
+  const progress: BackupProgress = {
+    phase: 'starting',
+    filesScanned: 0,
+    bytesScanned: 0,
+    filesRead: 0,
+    bytesRead: 0,
+    filesDone: 0,
+    bytesDone: 0,
+    bytesNew: 0,
+    bytesStored: 0,
+    errors: 0,
+    scanComplete: false,
+    elapsedMs: 0,
+  };
+  const stats = { files: 0, dirs: 0, totalBytes: 0, filesUnchanged: 0 };
+  const statsAtStart = { ...repo.stats };
+  const emit = () => {
+    progress.elapsedMs = Date.now() - started;
+    progress.bytesNew = repo.stats.newBytes - statsAtStart.newBytes;
+    progress.bytesStored = repo.stats.storedBytes - statsAtStart.storedBytes;
+    opts.progress?.({ ...progress });
+  };
+  emit();
+  const lock = await repo.lock(false, 'backup');
+  const ticker = setInterval(emit, 250);
+  let pool: WorkerPool | undefined;
+  try {
+    await repo.loadIndex();
+    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
+    const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
+    const scanMode = hint
+      ? { mode: 'journal' }
+      : { mode: 'full-scan', reason: opts.forceFull ? 'full backup requested' : !parent ? 'no previous snapshot' : (opts.fullScanReason ?? 'no change journal') };
+    if (scanMode.reason && opts.changeHint === undefined && opts.fullScanReason) log(`full scan: ${opts.fullScanReason}`);
+    const workers = opts.workers ?? defaultWorkerCount();
+    const cfg = repo.config;
+    pool = new WorkerPool(
+      {
+        encryptionKey: repo.key.encryption,
+        idKey: repo.key.id,
+        chunker: cfg.chunker,
+        chunkerSeed: cfg.chunkerSeed,
+        compressionLevel: opts.compressionLevel ?? cfg.compressionLevel,
+        readLimit: opts.readLimitBytesPerSec ? Math.max(1, Math.floor(opts.readLimitBytesPerSec / workers)) : 0,
+        lowPriority: !!opts.lowPriority,
+      },
+      workers,
+    );
+    const slots = new Semaphore(workers * 6);
+    progress.phase = 'scanning';
+
+    const skip = (p: string, err: unknown, reason?: string) => {
+      const e = err as NodeJS.ErrnoException | undefined;
+      const entry: SkippedEntry = { path: p, reason: reason ?? e?.message ?? String(err), code: e?.code };
+      skipped.push(entry);
+      progress.errors++;
+      log(`skipped ${p}: ${entry.reason}`);
+    };
+
+    const storeBlobs = async (blobs: SealedBlobMsg[], speculative: boolean) => {
+      for (const b of blobs) {
+        const id = Buffer.from(b.id);
+        if (speculative && !repo.claimBlob(id.toString('hex'))) continue;
+        await repo.addSealedBlob(BlobType.Data, id, Buffer.from(b.sealed.buffer, b.sealed.byteOffset, b.sealed.byteLength), b.rawLength, b.compressed);
+      }
+    };
+
+    const readFile = async (abs: Buffer, node: TreeNode, mtimeMs: number): Promise<TreeNode | undefined> => {
+      await slots.take();
+      try {
+        progress.currentFile = show(abs);
+        const r = await pool!.run<BackupFileResult>({ op: 'backupFile', path: abs, size: node.size ?? 0, mtimeMs }, async (ev) => {
+          if (ev.kind === 'read') {
+            progress.bytesRead += ev.bytes;
+            return null;
+          }
+          if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
+          await storeBlobs(ev.blobs, false);
+          return null;
+        });
+        await storeBlobs(r.blobs, true);
+        progress.filesRead++;
+        if (r.changedWhileReading) {
+          skip(show(abs), undefined, 'changed while it was being read; the saved copy may mix old and new content');
+          node.size = r.size;
+        }
+        node.content = r.content;
+        return node;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') skip(show(abs), err, 'vanished before it could be read');
+        else if (code === 'EACCES' || code === 'EPERM') skip(show(abs), err, 'permission denied');
+        else if (code === 'ELOOP') skip(show(abs), err, 'was replaced by a symlink while being read');
+        else if (err instanceof TidemarkError) throw err;
+        else skip(show(abs), err);
+        return undefined;
+      } finally {
+        slots.give();
+        progress.filesDone++;
+        progress.bytesDone += node.size ?? 0;
+      }
+    };
+
+    const lstat = async (p: Buffer): Promise<BigIntStats> => {
+      counters.stat++;
+      return fs.lstat(p, { bigint: true });
+    };
+
+    /** Builds the node of one entry; dirs recurse. Returns undefined when the entry is skipped. */
+    const saveEntry = async (abs: Buffer, raw: Buffer, st: BigIntStats, prev: TreeNode | undefined, mode: 'scan' | 'full'): Promise<TreeNode | undefined> => {
+      const node = metadataNode(raw, st);
+      progress.filesScanned++;
+      switch (node.type) {
+        case 'dir': {
+          const saved = await saveDir(abs, prev?.type === 'dir' ? prev : undefined, mode);
+          if (saved === undefined) return undefined;
+          node.subtree = saved.id;
+          node.summary = saved.summary;
+          stats.dirs++;
+          return node;
+        }
+        case 'file': {
+          progress.bytesScanned += node.size ?? 0;
+          stats.files++;
+          stats.totalBytes += node.size ?? 0;
+          if (!opts.forceFull && unchangedFile(prev, node)) {
+            node.content = prev!.content;
+            stats.filesUnchanged++;
+            progress.filesDone++;
+            progress.bytesDone += node.size ?? 0;
+            return node;
+          }
+          return readFile(abs, node, Number(st.mtimeNs / 1000n) / 1000);
+        }
+        case 'symlink': {
+          try {
+            const target = (await fs.readlink(abs, { encoding: 'buffer' })) as Buffer;
+            const text = target.toString('utf8');
+            node.linkTarget = text;
+            if (!Buffer.from(text, 'utf8').equals(target)) node.linkTargetRaw = target.toString('base64');
+            return node;
+          } catch (err) {
+            skip(show(abs), err);
+            return undefined;
+          }
+        }
+        default:
+          skip(show(abs), undefined, `${node.type === 'fifo' ? 'a named pipe (FIFO)' : node.type === 'socket' ? 'a socket' : 'a device file'} is not backed up`);
+          return undefined;
+      }
+    };
+
+    const byName = (tree: Tree | undefined) => {
+      const m = new Map<string, TreeNode>();
+      for (const n of tree?.nodes ?? []) m.set(nameBytes(n).toString('latin1'), n);
+      return m;
+    };
+
+    /** Saves a directory's tree; returns its ID, or undefined when it cannot be read at all. */
+    const saveDir = async (abs: Buffer, prevNode: TreeNode | undefined, mode: 'scan' | 'full'): Promise<SavedDir | undefined> => {
+      if (signal?.aborted) throw new AbortedError();
+      const prevTreeId = prevNode?.subtree;
+      const absText = show(abs);
+      const decision = mode === 'full' || !hint ? 'scan' : hint.decide(absText);
+      const subMode: 'scan' | 'full' = mode === 'full' || decision === 'full' ? 'full' : 'scan';
+      if ((decision === 'reuse' || decision === 'descend') && prevTreeId === undefined) {
+        // the hint says "unchanged" but the previous snapshot has nothing to reuse: scan it
+        return saveDirScan(abs, undefined, 'full');
+      }
+      if (decision === 'reuse' && prevNode?.summary) {
+        countSummary(prevNode.summary);
+        return { id: prevTreeId!, summary: prevNode.summary };
+      }
+      if (decision === 'reuse') return saveDirScan(abs, prevTreeId, 'full');
+      if (decision === 'descend') {
+        const prevTree = await repo.loadTree(prevTreeId!);
+        const nodes: TreeNode[] = [];
+        for (const n of prevTree.nodes) {
+          const childAbs = join(abs, nameBytes(n));
+          if (n.type === 'dir' && hint!.leadsToChange(show(childAbs))) {
+            let st: BigIntStats;
+            try {
+              st = await lstat(childAbs);
+            } catch {
+              // gone although the parent was not reported dirty: be safe and rescan the parent
+              return saveDirScan(abs, prevTreeId, 'full');
+            }
+            const node = await saveEntry(childAbs, nameBytes(n), st, n, subMode);
+            if (node) nodes.push(node);
+          } else {
+            nodes.push(n);
+            countNode(n);
+          }
+        }
+        return saveTree(nodes);
+      }
+      return saveDirScan(abs, prevTreeId, subMode);
+    };
+
+    // A reused subtree is counted from its summary, without loading its trees.
+    const countSummary = (s: DirSummary) => {
+      stats.files += s.files;
+      stats.dirs += s.dirs;
+      stats.totalBytes += s.bytes;
+      stats.filesUnchanged += s.files;
+      progress.filesScanned += s.files + s.dirs;
+      progress.filesDone += s.files;
+      progress.bytesScanned += s.bytes;
+      progress.bytesDone += s.bytes;
+    };
+    const countNode = (n: TreeNode) => {
+      if (n.type === 'file') countSummary({ files: 1, dirs: 0, bytes: n.size ?? 0 });
+      else if (n.type === 'dir') countSummary({ files: 0, dirs: 1, bytes: 0, ...(n.summary && { files: n.summary.files, dirs: n.summary.dirs + 1, bytes: n.summary.bytes }) });
+      else progress.filesScanned++;
+    };
+    const saveTree = async (nodes: TreeNode[]): Promise<SavedDir> => {
+      const summary: DirSummary = { files: 0, dirs: 0, bytes: 0 };
+      for (const n of nodes) {
+        if (n.type === 'file') {
+          summary.files++;
+          summary.bytes += n.size ?? 0;
+        } else if (n.type === 'dir') {
+          summary.dirs += 1 + (n.summary?.dirs ?? 0);
+          summary.files += n.summary?.files ?? 0;
+          summary.bytes += n.summary?.bytes ?? 0;
+        }
+      }
+      return { id: await repo.saveTree({ nodes }), summary };
+    };
+
+    const saveDirScan = async (abs: Buffer, prevTreeId: ID | undefined, mode: 'scan' | 'full'): Promise<SavedDir | undefined> => {
+      let names: Buffer[];
+      try {
+        counters.readdir++;
+        names = (await fs.readdir(abs, { encoding: 'buffer' })) as Buffer[];
+      } catch (err) {
+        skip(show(abs), err, (err as NodeJS.ErrnoException).code === 'EACCES' ? 'permission denied (folder not readable)' : undefined);
+        return undefined;
+      }
+      names.sort(Buffer.compare);
+      const prevNodes = byName(prevTreeId ? await repo.loadTree(prevTreeId) : undefined);
+      // lstat in parallel, a bounded number at a time
+      const stats: (BigIntStats | Error)[] = new Array(names.length);
+      const kept: boolean[] = new Array(names.length).fill(true);
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: Math.min(16, names.length) }, async () => {
+          while (next < names.length) {
+            const i = next++;
+            const childAbs = join(abs, names[i]);
+            if (excluder.excludes(show(childAbs), show(names[i]))) {
+              kept[i] = false;
+              continue;
+            }
+            try {
+              stats[i] = await lstat(childAbs);
+            } catch (err) {
+              stats[i] = err as Error;
+            }
+          }
+        }),
+      );
+      const pendingNodes: Promise<TreeNode | undefined>[] = [];
+      for (let i = 0; i < names.length; i++) {
+        if (!kept[i]) continue;
+        const childAbs = join(abs, names[i]);
+        const st = stats[i];
+        if (st instanceof Error) {
+          const code = (st as NodeJS.ErrnoException).code;
+          skip(show(childAbs), st, code === 'ENOENT' ? 'vanished during the scan' : undefined);
+          continue;
+        }
+        const prev = prevNodes.get(names[i].toString('latin1'));
+        const p = saveEntry(childAbs, names[i], st, prev, mode);
+        if (st.isDirectory()) await p; // walk directories depth-first; files run concurrently
+        pendingNodes.push(p);
+      }
+      const nodes = (await Promise.all(pendingNodes)).filter((n): n is TreeNode => !!n);
+      return saveTree(nodes);
+    };
+
+    // Sources hang under a tree that mirrors their absolute paths (/home/ann/Documents → home/ann/Documents).
+    const prevRoot = parent ? await repo.loadTree(parent.tree) : undefined;
+    const saveVirtual = async (prefix: string, children: Map<string, unknown>, prevTree: Tree | undefined): Promise<SavedDir> => {
+      const prevNodes = byName(prevTree);
+      const nodes: TreeNode[] = [];
+      for (const [name, sub] of [...children].sort((a, b) => Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0])))) {
+        const abs = prefix === path.sep ? path.sep + name : prefix + path.sep + name;
+        const absBuf = Buffer.from(abs);
+        const prev = prevNodes.get(Buffer.from(name).toString('latin1'));
+        let st: BigIntStats;
+        try {
+          st = await lstat(absBuf);
+        } catch (err) {
+          skip(abs, err, (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : undefined);
+          continue;
+        }
+        if (sub === null) {
+          const node = await saveEntry(absBuf, Buffer.from(name), st, prev, 'scan');
+          if (node) nodes.push(node);
+        } else {
+          const node = metadataNode(Buffer.from(name), st);
+          if (node.type !== 'dir') {
+            skip(abs, undefined, 'is not a folder');
+            continue;
+          }
+          const prevSub = prev?.type === 'dir' && prev.subtree ? await repo.loadTree(prev.subtree) : undefined;
+          const saved = await saveVirtual(abs, sub as Map<string, unknown>, prevSub);
+          node.subtree = saved.id;
+          node.summary = saved.summary;
+          nodes.push(node);
+        }
+      }
+      return saveTree(nodes);
+    };
+    const trie = new Map<string, unknown>();
+    for (const s of sources) {
+      const parts = s.split(path.sep).filter(Boolean);
+      let m = trie;
+      parts.forEach((part, i) => {
+        if (i === parts.length - 1) m.set(part, null);
+        else {
+          if (!(m.get(part) instanceof Map)) m.set(part, new Map());
+          m = m.get(part) as Map<string, unknown>;
+        }
+      });
+    }
+    progress.phase = 'backing-up';
+    const rootTree = (await saveVirtual(path.sep, trie, prevRoot)).id;
+    progress.scanComplete = true;
+    progress.phase = 'finalizing';
+    progress.currentFile = undefined;
+    emit();
+    const snapshot: Snapshot = {
+      version: 1,
+      time: new Date().toISOString(),
+      host,
+      username: safeUser(),
+      paths: sources,
+      tags: opts.tags ?? [],
+      ...(opts.job ? { job: opts.job } : {}),
+      tree: rootTree,
+      ...(parent ? { parent: parent.id } : {}),
+      ...(opts.excludes?.length ? { excludes: opts.excludes } : {}),
+      stats: {
+        files: stats.files,
+        dirs: stats.dirs,
+        totalBytes: stats.totalBytes,
+        filesRead: progress.filesRead,
+        bytesRead: progress.bytesRead,
+        filesUnchanged: stats.filesUnchanged,
+        newBlobs: repo.stats.newBlobs - statsAtStart.newBlobs,
+        newBytes: repo.stats.newBytes - statsAtStart.newBytes,
+        storedBytes: 0,
+        durationMs: 0,
+      },
+      skipped,
+      ...(opts.changeHint ? { journalCursor: opts.changeHint.cursor } : {}),
+      scanMode,
+    };
+    await repo.flush();
+    snapshot.stats.storedBytes = repo.stats.storedBytes - statsAtStart.storedBytes;
+    snapshot.stats.durationMs = Date.now() - started;
+    const snapshotId = await repo.saveSnapshot(snapshot);
+    progress.phase = 'done';
+    emit();
+    return {
+      snapshotId,
+      snapshot: { ...snapshot, id: snapshotId },
+      skipped,
+      status: skipped.length ? 'completed-with-warnings' : 'completed',
+      counters,
+    };
+  } catch (err) {
+    if (signal?.aborted || err instanceof AbortedError) {
+      // Keep what was uploaded indexed, so the next run does not upload it again.
+      await repo.flush().catch(() => {});
+      throw new AbortedError('backup cancelled; earlier snapshots are untouched');
+    }
+    throw err;
+  } finally {
+    clearInterval(ticker);
+    await pool?.close();
+    await lock.release().catch(() => {});
+  }
+}
+
+function safeUser(): string | undefined {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return undefined;
+  }
+}

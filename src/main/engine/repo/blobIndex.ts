@@ -1,0 +1,138 @@
+/**
+ * The in-memory blob index: blob ID → (pack, offset, length, raw length, type, compressed).
+ * Stored in flat typed arrays with an open-addressing hash table instead of a Map of objects, so a
+ * repository with millions of blobs costs ~60 bytes per blob rather than several hundred.
+ */
+export enum BlobType {
+  Data = 0,
+  Tree = 1,
+}
+
+export interface BlobLocation {
+  pack: string;
+  offset: number;
+  length: number;
+  rawLength: number;
+  type: BlobType;
+  compressed: boolean;
+}
+
+const EMPTY = -1;
+
+export class BlobIndex {
+  private ids = new Uint8Array(32 * 1024);
+  private packRef = new Uint32Array(1024);
+  private offsets = new Uint32Array(1024);
+  private lengths = new Uint32Array(1024);
+  private rawLengths = new Uint32Array(1024);
+  private flags = new Uint8Array(1024);
+  private table = new Int32Array(2048).fill(EMPTY);
+  private count = 0;
+  private readonly packNames: string[] = [];
+  private readonly packNumbers = new Map<string, number>();
+
+  get size(): number {
+    return this.count;
+  }
+
+  private slotOf(id: Uint8Array): number {
+    const mask = this.table.length - 1;
+    let slot = ((id[0] | (id[1] << 8) | (id[2] << 16) | (id[3] << 24)) >>> 0) & mask;
+    for (;;) {
+      const e = this.table[slot];
+      if (e === EMPTY || this.equals(e, id)) return slot;
+      slot = (slot + 1) & mask;
+    }
+  }
+
+  private equals(entry: number, id: Uint8Array): boolean {
+    const base = entry * 32;
+    const ids = this.ids;
+    for (let i = 0; i < 32; i++) if (ids[base + i] !== id[i]) return false;
+    return true;
+  }
+
+  private static toBytes(id: Uint8Array | string): Uint8Array {
+    return typeof id === 'string' ? Buffer.from(id, 'hex') : id;
+  }
+
+  has(id: Uint8Array | string): boolean {
+    return this.table[this.slotOf(BlobIndex.toBytes(id))] !== EMPTY;
+  }
+
+  get(id: Uint8Array | string): BlobLocation | undefined {
+    const e = this.table[this.slotOf(BlobIndex.toBytes(id))];
+    if (e === EMPTY) return undefined;
+    return this.location(e);
+  }
+
+  private location(e: number): BlobLocation {
+    const f = this.flags[e];
+    return {
+      pack: this.packNames[this.packRef[e]],
+      offset: this.offsets[e],
+      length: this.lengths[e],
+      rawLength: this.rawLengths[e],
+      type: (f & 0x7f) as BlobType,
+      compressed: (f & 0x80) !== 0,
+    };
+  }
+
+  /** Adds a blob; a blob already present keeps its first location (duplicates across packs are harmless). */
+  add(id: Uint8Array | string, loc: BlobLocation): boolean {
+    const bytes = BlobIndex.toBytes(id);
+    if ((this.count + 1) * 2 > this.table.length) this.grow();
+    const slot = this.slotOf(bytes);
+    if (this.table[slot] !== EMPTY) return false;
+    const e = this.count++;
+    if (e >= this.flags.length) this.growEntries();
+    this.ids.set(bytes, e * 32);
+    let p = this.packNumbers.get(loc.pack);
+    if (p === undefined) {
+      p = this.packNames.length;
+      this.packNames.push(loc.pack);
+      this.packNumbers.set(loc.pack, p);
+    }
+    this.packRef[e] = p;
+    this.offsets[e] = loc.offset;
+    this.lengths[e] = loc.length;
+    this.rawLengths[e] = loc.rawLength;
+    this.flags[e] = (loc.type & 0x7f) | (loc.compressed ? 0x80 : 0);
+    this.table[slot] = e;
+    return true;
+  }
+
+  private growEntries(): void {
+    const n = this.flags.length * 2;
+    const grow = <T extends Uint8Array | Uint32Array>(a: T, size: number): T => {
+      const b = new (a.constructor as new (n: number) => T)(size);
+      b.set(a);
+      return b;
+    };
+    this.ids = grow(this.ids, n * 32);
+    this.packRef = grow(this.packRef, n);
+    this.offsets = grow(this.offsets, n);
+    this.lengths = grow(this.lengths, n);
+    this.rawLengths = grow(this.rawLengths, n);
+    this.flags = grow(this.flags, n);
+  }
+
+  private grow(): void {
+    this.table = new Int32Array(this.table.length * 2).fill(EMPTY);
+    for (let e = 0; e < this.count; e++) {
+      const slot = this.slotOf(this.ids.subarray(e * 32, e * 32 + 32));
+      this.table[slot] = e;
+    }
+  }
+
+  /** Every (id, location), in insertion order. */
+  *entries(): IterableIterator<[string, BlobLocation]> {
+    for (let e = 0; e < this.count; e++) {
+      yield [Buffer.from(this.ids.subarray(e * 32, e * 32 + 32)).toString('hex'), this.location(e)];
+    }
+  }
+
+  packs(): string[] {
+    return [...this.packNames];
+  }
+}

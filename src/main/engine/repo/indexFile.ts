@@ -1,0 +1,68 @@
+/**
+ * Index files: which blobs each pack holds and where. Binary, then compressed and encrypted like every
+ * small object. Many index files coexist (one or more per backup run, per writer); the in-memory
+ * BlobIndex is their union. Prune writes a new full index before deleting the ones it replaces.
+ *   'TMI1', u32 packCount, per pack: 32-byte pack id, u32 blobCount,
+ *   per blob: u8 type|compressed<<7, 32-byte id, u32 offset, u32 length, u32 rawLength
+ */
+import type { BlobLocation } from './blobIndex.js';
+import { CorruptObjectError } from '../errors.js';
+
+const MAGIC = Buffer.from('TMI1');
+const ENTRY = 1 + 32 + 12;
+
+export interface IndexPack {
+  pack: string;
+  blobs: { id: Buffer; loc: BlobLocation }[];
+}
+
+export function encodeIndex(packs: IndexPack[]): Buffer {
+  let size = 8;
+  for (const p of packs) size += 36 + p.blobs.length * ENTRY;
+  const out = Buffer.allocUnsafe(size);
+  MAGIC.copy(out, 0);
+  out.writeUInt32LE(packs.length, 4);
+  let o = 8;
+  for (const p of packs) {
+    out.write(p.pack, o, 'hex');
+    out.writeUInt32LE(p.blobs.length, o + 32);
+    o += 36;
+    for (const { id, loc } of p.blobs) {
+      out[o] = (loc.type & 0x7f) | (loc.compressed ? 0x80 : 0);
+      id.copy(out, o + 1);
+      out.writeUInt32LE(loc.offset, o + 33);
+      out.writeUInt32LE(loc.length, o + 37);
+      out.writeUInt32LE(loc.rawLength, o + 41);
+      o += ENTRY;
+    }
+  }
+  return out;
+}
+
+/** Calls `each` for every blob of an index file's plaintext. */
+export function decodeIndex(buf: Buffer, what: string, each: (id: Buffer, loc: BlobLocation) => void): string[] {
+  if (buf.length < 8 || !buf.subarray(0, 4).equals(MAGIC)) throw new CorruptObjectError(`${what} is not an index file`);
+  const packs: string[] = [];
+  const n = buf.readUInt32LE(4);
+  let o = 8;
+  for (let i = 0; i < n; i++) {
+    if (o + 36 > buf.length) throw new CorruptObjectError(`${what} is truncated`);
+    const pack = buf.toString('hex', o, o + 32);
+    packs.push(pack);
+    const count = buf.readUInt32LE(o + 32);
+    o += 36;
+    if (o + count * ENTRY > buf.length) throw new CorruptObjectError(`${what} is truncated`);
+    for (let j = 0; j < count; j++, o += ENTRY) {
+      const f = buf[o];
+      each(buf.subarray(o + 1, o + 33), {
+        pack,
+        type: f & 0x7f,
+        compressed: (f & 0x80) !== 0,
+        offset: buf.readUInt32LE(o + 33),
+        length: buf.readUInt32LE(o + 37),
+        rawLength: buf.readUInt32LE(o + 41),
+      });
+    }
+  }
+  return packs;
+}

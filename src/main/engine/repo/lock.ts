@@ -1,0 +1,106 @@
+/**
+ * Repository locks with leases. Backups take shared locks, prune takes an exclusive one. A lock is an
+ * encrypted object naming host, pid and an expiry; the holder refreshes it (writes a new one, removes
+ * the old) every third of the lease, so a crashed process blocks nobody for longer than one lease.
+ * Protocol (works on object stores without atomic rename): write own lock, then list; a conflicting
+ * live lock makes the newcomer withdraw. Expired locks are removed by whoever finds them.
+ */
+import os from 'node:os';
+import type { Backend } from '../backend/types.js';
+import type { MasterKey } from '../crypto/index.js';
+import { loadJson, saveJson } from './objects.js';
+import { RepoLockedError } from '../errors.js';
+
+export interface LockInfo {
+  host: string;
+  pid: number;
+  exclusive: boolean;
+  created: string;
+  expires: string;
+  purpose: string;
+}
+
+export const DEFAULT_LEASE_MS = 5 * 60_000;
+
+export class RepoLock {
+  private timer?: NodeJS.Timeout;
+  private released = false;
+  private refreshing?: Promise<void>;
+
+  constructor(
+    private readonly backend: Backend,
+    private readonly key: MasterKey,
+    public id: string,
+    readonly info: LockInfo,
+    private readonly leaseMs: number,
+  ) {
+    this.timer = setInterval(() => void this.refresh().catch(() => {}), Math.max(1000, leaseMs / 3));
+    this.timer.unref();
+  }
+
+  private async refresh(): Promise<void> {
+    if (this.released || this.refreshing) return;
+    this.refreshing = (async () => {
+      const info = { ...this.info, expires: new Date(Date.now() + this.leaseMs).toISOString() };
+      const { id } = await saveJson(this.backend, this.key, 'locks', info);
+      const old = this.id;
+      this.id = id;
+      await this.backend.remove('locks', old);
+      if (this.released) await this.backend.remove('locks', id);
+    })().finally(() => (this.refreshing = undefined));
+    return this.refreshing;
+  }
+
+  async release(): Promise<void> {
+    this.released = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.refreshing?.catch(() => {});
+    await this.backend.remove('locks', this.id);
+  }
+}
+
+export async function listLocks(backend: Backend, key: MasterKey): Promise<{ id: string; info: LockInfo }[]> {
+  const out: { id: string; info: LockInfo }[] = [];
+  for await (const o of backend.list('locks')) {
+    try {
+      out.push({ id: o.name, info: await loadJson<LockInfo>(backend, key, 'locks', o.name) });
+    } catch {
+      // vanished between list and load (released/refreshed), or damaged: ignore it
+    }
+  }
+  return out;
+}
+
+export async function acquireLock(
+  backend: Backend,
+  key: MasterKey,
+  opts: { exclusive: boolean; purpose: string; leaseMs?: number; now?: () => number },
+): Promise<RepoLock> {
+  const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_MS;
+  const now = opts.now ?? Date.now;
+  const info: LockInfo = {
+    host: os.hostname(),
+    pid: process.pid,
+    exclusive: opts.exclusive,
+    created: new Date(now()).toISOString(),
+    expires: new Date(now() + leaseMs).toISOString(),
+    purpose: opts.purpose,
+  };
+  const { id } = await saveJson(backend, key, 'locks', info);
+  const others = (await listLocks(backend, key)).filter((l) => l.id !== id);
+  for (const l of others) {
+    const expired = Date.parse(l.info.expires) < now();
+    if (expired) {
+      await backend.remove('locks', l.id);
+      continue;
+    }
+    if (opts.exclusive || l.info.exclusive) {
+      await backend.remove('locks', id);
+      throw new RepoLockedError(
+        `the repository is locked by ${l.info.purpose} on ${l.info.host} (pid ${l.info.pid}) until ${l.info.expires}; ` +
+          `try again later (a lock of a crashed process expires by itself)`,
+      );
+    }
+  }
+  return new RepoLock(backend, key, id, info, leaseMs);
+}

@@ -1,0 +1,149 @@
+/**
+ * Pack files: many encrypted blobs followed by an encrypted header listing them, then the header's
+ * length (u32 LE). A pack is named by the BLAKE3 hash of its bytes and never changes.
+ *   [blob 0][blob 1]…[sealed header][u32 header length]
+ * header plaintext: u32 count, then per blob: u8 type|compressed<<7, 32-byte id, u32 stored length, u32 raw length.
+ * Blobs are sealed with their ID as associated data. The index duplicates the header so a restore never
+ * reads headers; `check` and index rebuilds read headers to recover what a pack holds.
+ */
+import { Blake3Hasher } from '@napi-rs/blake-hash';
+import type { Backend } from '../backend/types.js';
+import { open, seal, DecryptError, type MasterKey } from '../crypto/index.js';
+import { CorruptObjectError } from '../errors.js';
+import { BlobType, type BlobLocation } from './blobIndex.js';
+
+export const HEADER_ENTRY = 1 + 32 + 4 + 4;
+export const DEFAULT_PACK_SIZE = 16 * 1024 * 1024;
+
+export interface PackedBlob {
+  id: Buffer;
+  type: BlobType;
+  compressed: boolean;
+  /** stored (sealed) length */
+  length: number;
+  rawLength: number;
+  offset: number;
+}
+
+export function encodeHeader(key: MasterKey, blobs: PackedBlob[]): Buffer {
+  const plain = Buffer.allocUnsafe(4 + blobs.length * HEADER_ENTRY);
+  plain.writeUInt32LE(blobs.length, 0);
+  let p = 4;
+  for (const b of blobs) {
+    plain[p] = (b.type & 0x7f) | (b.compressed ? 0x80 : 0);
+    b.id.copy(plain, p + 1);
+    plain.writeUInt32LE(b.length, p + 33);
+    plain.writeUInt32LE(b.rawLength, p + 37);
+    p += HEADER_ENTRY;
+  }
+  const sealed = seal(key.encryption, plain);
+  const len = Buffer.allocUnsafe(4);
+  len.writeUInt32LE(sealed.length, 0);
+  return Buffer.concat([sealed, len]);
+}
+
+/** Parses a pack's header from the whole pack (or its tail: pass the pack's total size). */
+export function decodeHeader(key: MasterKey, tail: Buffer, packSize: number, what: string): PackedBlob[] {
+  if (tail.length < 4) throw new CorruptObjectError(`${what}: too short to be a pack`);
+  const hlen = tail.readUInt32LE(tail.length - 4);
+  if (hlen + 4 > tail.length || hlen + 4 > packSize) throw new CorruptObjectError(`${what}: header length ${hlen} is impossible`);
+  let plain: Buffer;
+  try {
+    plain = open(key.encryption, tail.subarray(tail.length - 4 - hlen, tail.length - 4));
+  } catch (err) {
+    if (err instanceof DecryptError) throw new CorruptObjectError(`${what}: the pack header is damaged`);
+    throw err;
+  }
+  const n = plain.readUInt32LE(0);
+  if (4 + n * HEADER_ENTRY !== plain.length) throw new CorruptObjectError(`${what}: the pack header is malformed`);
+  const out: PackedBlob[] = [];
+  let offset = 0;
+  for (let i = 0, p = 4; i < n; i++, p += HEADER_ENTRY) {
+    const f = plain[p];
+    const length = plain.readUInt32LE(p + 33);
+    out.push({
+      id: Buffer.from(plain.subarray(p + 1, p + 33)),
+      type: (f & 0x7f) as BlobType,
+      compressed: (f & 0x80) !== 0,
+      length,
+      rawLength: plain.readUInt32LE(p + 37),
+      offset,
+    });
+    offset += length;
+  }
+  if (offset + hlen + 4 !== packSize) throw new CorruptObjectError(`${what}: blob lengths do not add up to the pack size`);
+  return out;
+}
+
+/** Seals a blob's (possibly compressed) plaintext for storage in a pack. */
+export function sealBlob(key: MasterKey, id: Buffer, data: Uint8Array): Buffer {
+  return seal(key.encryption, data, id);
+}
+
+export function openBlob(key: MasterKey, id: Buffer, sealed: Uint8Array): Buffer {
+  return open(key.encryption, sealed, id);
+}
+
+export interface FinishedPack {
+  id: string;
+  size: number;
+  blobs: PackedBlob[];
+}
+
+/**
+ * Accumulates sealed blobs into one pack in memory and uploads it when full. The caller adds blobs
+ * with `add`, asks `full` when to `finish`. Hashing is incremental, so finishing costs one header.
+ */
+export class PackBuilder {
+  private parts: Buffer[] = [];
+  private blobs: PackedBlob[] = [];
+  private hasher = new Blake3Hasher();
+  size = 0;
+
+  constructor(
+    private readonly key: MasterKey,
+    readonly targetSize = DEFAULT_PACK_SIZE,
+  ) {}
+
+  get count(): number {
+    return this.blobs.length;
+  }
+
+  get full(): boolean {
+    return this.size >= this.targetSize;
+  }
+
+  add(id: Buffer, type: BlobType, compressed: boolean, rawLength: number, sealed: Buffer): void {
+    this.blobs.push({ id, type, compressed, length: sealed.length, rawLength, offset: this.size });
+    this.parts.push(sealed);
+    this.hasher.update(sealed);
+    this.size += sealed.length;
+  }
+
+  /** Returns the pack's bytes and blob list and resets the builder. */
+  finish(): { id: string; bytes: Buffer; blobs: PackedBlob[] } {
+    const header = encodeHeader(this.key, this.blobs);
+    this.hasher.update(header);
+    const id = this.hasher.digest('hex');
+    const bytes = Buffer.concat([...this.parts, header]);
+    const blobs = this.blobs;
+    this.parts = [];
+    this.blobs = [];
+    this.hasher = new Blake3Hasher();
+    this.size = 0;
+    return { id, bytes, blobs };
+  }
+}
+
+export function locationsOf(pack: string, blobs: PackedBlob[]): [Buffer, BlobLocation][] {
+  return blobs.map((b) => [b.id, { pack, offset: b.offset, length: b.length, rawLength: b.rawLength, type: b.type, compressed: b.compressed }]);
+}
+
+export async function loadPackHeader(backend: Backend, key: MasterKey, pack: string): Promise<{ size: number; blobs: PackedBlob[] }> {
+  const { size } = await backend.stat('data', pack);
+  const tailLen = Math.min(size, 64 * 1024);
+  let tail = await backend.load('data', pack, size - tailLen, tailLen);
+  const hlen = tail.length >= 4 ? tail.readUInt32LE(tail.length - 4) : 0;
+  if (hlen + 4 > tail.length && hlen + 4 <= size) tail = await backend.load('data', pack, size - hlen - 4, hlen + 4);
+  return { size, blobs: decodeHeader(key, tail, size, `pack ${pack.slice(0, 12)}`) };
+}

@@ -1,0 +1,356 @@
+/**
+ * Repository: opens a backend with a password and offers blobs, trees, snapshots, index and locks.
+ * Writing: sealed blobs go into pack builders (data and trees in separate packs, so tree packs stay
+ * small and cacheable); full packs are uploaded with bounded concurrency; `flush` uploads what is left
+ * and writes one index file for everything uploaded since the last flush. Only then may a snapshot
+ * that refers to those blobs be saved (`saveSnapshot` flushes first).
+ */
+import crypto from 'node:crypto';
+import type { Backend } from '../backend/types.js';
+import { blobId, newMasterKey, storageId, type MasterKey } from '../crypto/index.js';
+import { maybeCompress, decompress, DEFAULT_LEVEL } from '../compress/index.js';
+import { DEFAULT_CHUNKER, type ChunkerParams } from '../chunk/index.js';
+import {
+  CorruptObjectError,
+  NotFoundError,
+  RepoExistsError,
+  RepoNotFoundError,
+  TidemarkError,
+  UnsupportedVersionError,
+  addContext,
+} from '../errors.js';
+import { openKey, writeKey, listKeys, type KeyInfo } from './keys.js';
+import { decodeObject, encodeObject, loadJson, saveJson } from './objects.js';
+import { BlobIndex, BlobType, type BlobLocation } from './blobIndex.js';
+import { encodeIndex, decodeIndex, type IndexPack } from './indexFile.js';
+import { PackBuilder, openBlob, sealBlob, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
+import { decodeTree, encodeTree } from './tree.js';
+import { acquireLock, type RepoLock } from './lock.js';
+import type { ID, Snapshot, SnapshotEntry, Tree } from './types.js';
+
+export const FORMAT_VERSION = 1;
+
+export interface RepoConfig {
+  version: number;
+  id: string;
+  created: string;
+  chunker: ChunkerParams;
+  chunkerSeed: string;
+  compressionLevel: number;
+  packSize: number;
+}
+
+export interface InitOptions {
+  chunker?: Partial<ChunkerParams>;
+  compressionLevel?: number;
+  packSize?: number;
+  /** Lower scrypt cost for tests only. */
+  kdf?: { N?: number; r?: number; p?: number };
+}
+
+export interface RepoStats {
+  storedBytes: number;
+  newBlobs: number;
+  newBytes: number;
+}
+
+const MAX_UPLOADS = 4;
+
+export class Repository {
+  readonly index = new BlobIndex();
+  private indexLoaded = false;
+  private indexLoading?: Promise<void>;
+  readonly indexFiles = new Set<string>();
+  /** Blob IDs (hex) accepted for writing but not yet in an uploaded pack. */
+  private readonly pending = new Set<string>();
+  private readonly builders = new Map<BlobType, PackBuilder>();
+  private readonly uploads = new Set<Promise<void>>();
+  private uploadError?: unknown;
+  private unindexed: IndexPack[] = [];
+  private readonly treeCache = new Map<string, Tree>();
+  readonly stats: RepoStats = { storedBytes: 0, newBlobs: 0, newBytes: 0 };
+
+  private constructor(
+    readonly backend: Backend,
+    readonly key: MasterKey,
+    readonly config: RepoConfig,
+    readonly keyId: string,
+  ) {}
+
+  static async init(backend: Backend, password: string, opts: InitOptions = {}): Promise<Repository> {
+    await backend.init();
+    if (await backend.exists()) throw new RepoExistsError(backend.location);
+    const master = newMasterKey();
+    const config: RepoConfig = {
+      version: FORMAT_VERSION,
+      id: crypto.randomBytes(16).toString('hex'),
+      created: new Date().toISOString(),
+      chunker: { ...DEFAULT_CHUNKER, ...opts.chunker },
+      chunkerSeed: crypto.randomBytes(32).toString('hex'),
+      compressionLevel: opts.compressionLevel ?? DEFAULT_LEVEL,
+      packSize: opts.packSize ?? DEFAULT_PACK_SIZE,
+    };
+    const keyId = await writeKey(backend, master, password, opts.kdf);
+    await backend.save('config', 'config', encodeObject(master, Buffer.from(JSON.stringify(config))), { ifNotExists: true });
+    return new Repository(backend, master, config, keyId);
+  }
+
+  static async open(backend: Backend, password: string): Promise<Repository> {
+    if (!(await backend.exists())) throw new RepoNotFoundError(backend.location);
+    const { master, keyId } = await openKey(backend, password);
+    const config = JSON.parse(decodeObject(master, await backend.load('config', 'config'), 'config').toString('utf8')) as RepoConfig;
+    if (config.version !== FORMAT_VERSION) throw new UnsupportedVersionError(config.version);
+    return new Repository(backend, master, config, keyId);
+  }
+
+  // ---- keys -------------------------------------------------------------------------------
+
+  addKey(password: string, kdf?: InitOptions['kdf']): Promise<string> {
+    return writeKey(this.backend, this.key, password, kdf);
+  }
+
+  listKeys(): Promise<KeyInfo[]> {
+    return listKeys(this.backend);
+  }
+
+  async removeKey(id: string): Promise<void> {
+    const keys = await this.listKeys();
+    const match = keys.filter((k) => k.id.startsWith(id));
+    if (match.length !== 1) throw new NotFoundError(`key ${id}`);
+    if (match[0].id === this.keyId) throw new TidemarkError('KEY_IN_USE', 'cannot remove the key that opened the repository; use "key passwd" to change it');
+    if (keys.length === 1) throw new TidemarkError('LAST_KEY', 'cannot remove the last key');
+    await this.backend.remove('keys', match[0].id);
+  }
+
+  /** Replaces the key that opened the repository with one for a new password. */
+  async changePassword(password: string, kdf?: InitOptions['kdf']): Promise<string> {
+    const id = await writeKey(this.backend, this.key, password, kdf);
+    await this.backend.remove('keys', this.keyId);
+    (this as { keyId: string }).keyId = id;
+    return id;
+  }
+
+  // ---- index ------------------------------------------------------------------------------
+
+  async loadIndex(): Promise<void> {
+    if (this.indexLoaded) return;
+    this.indexLoading ??= (async () => {
+      const names: string[] = [];
+      for await (const o of this.backend.list('index')) names.push(o.name);
+      await mapLimit(names, 8, async (name) => {
+        if (this.indexFiles.has(name)) return;
+        const raw = await this.backend.load('index', name);
+        const plain = decodeObject(this.key, raw, `index/${name.slice(0, 12)}`);
+        decodeIndex(plain, `index/${name.slice(0, 12)}`, (id, loc) => {
+          this.index.add(id, loc);
+        });
+        this.indexFiles.add(name);
+      });
+      this.indexLoaded = true;
+    })();
+    await this.indexLoading;
+  }
+
+  /** True when the blob is stored or being stored. */
+  hasBlob(id: string): boolean {
+    return this.pending.has(id) || this.index.has(id);
+  }
+
+  /**
+   * Claims a blob for writing: returns true when the caller must store it (it is neither stored nor
+   * claimed), false when it is a duplicate. Claims are synchronous, so concurrent workers never both
+   * store the same chunk.
+   */
+  claimBlob(id: string): boolean {
+    if (this.hasBlob(id)) return false;
+    this.pending.add(id);
+    return true;
+  }
+
+  /** Adds a sealed blob (from sealBlob) to the pack of its type; uploads the pack when full. */
+  async addSealedBlob(type: BlobType, id: Buffer, sealed: Buffer, rawLength: number, compressed: boolean): Promise<void> {
+    if (this.uploadError) throw this.uploadError;
+    let b = this.builders.get(type);
+    if (!b) {
+      b = new PackBuilder(this.key, type === BlobType.Tree ? Math.min(4 * 1024 * 1024, this.config.packSize) : this.config.packSize);
+      this.builders.set(type, b);
+    }
+    b.add(id, type, compressed, rawLength, sealed);
+    this.stats.newBlobs++;
+    this.stats.newBytes += rawLength;
+    if (b.full) await this.uploadPack(b);
+  }
+
+  /** Compresses, seals and stores a blob from its plaintext (main-thread path for trees and small data). */
+  async saveBlob(type: BlobType, plain: Buffer): Promise<string> {
+    const idBuf = blobId(this.key.id, plain);
+    const id = idBuf.toString('hex');
+    if (!this.claimBlob(id)) return id;
+    const c = maybeCompress(plain, this.config.compressionLevel);
+    await this.addSealedBlob(type, idBuf, sealBlob(this.key, idBuf, c.data), plain.length, c.compressed);
+    return id;
+  }
+
+  private async uploadPack(b: PackBuilder): Promise<void> {
+    if (b.count === 0) return;
+    while (this.uploads.size >= MAX_UPLOADS) await Promise.race(this.uploads);
+    if (this.uploadError) throw this.uploadError;
+    const { id, bytes, blobs } = b.finish();
+    const p = this.backend
+      .save('data', id, bytes)
+      .then(() => {
+        this.stats.storedBytes += bytes.length;
+        this.registerPack(id, blobs);
+      })
+      .catch((err) => {
+        this.uploadError ??= addContext(`writing pack ${id.slice(0, 12)}`, err);
+      })
+      .finally(() => this.uploads.delete(p));
+    this.uploads.add(p);
+  }
+
+  private registerPack(pack: string, blobs: PackedBlob[]): void {
+    const entry: IndexPack = { pack, blobs: [] };
+    for (const b of blobs) {
+      const loc: BlobLocation = { pack, offset: b.offset, length: b.length, rawLength: b.rawLength, type: b.type, compressed: b.compressed };
+      this.index.add(b.id, loc);
+      this.pending.delete(b.id.toString('hex'));
+      entry.blobs.push({ id: b.id, loc });
+    }
+    this.unindexed.push(entry);
+  }
+
+  /** Uploads every open pack, waits for all uploads, and writes an index file for them. */
+  async flush(): Promise<void> {
+    for (const b of this.builders.values()) await this.uploadPack(b);
+    await Promise.all(this.uploads);
+    if (this.uploadError) throw this.uploadError;
+    if (this.unindexed.length) {
+      const { id, size } = await this.saveIndexFile(this.unindexed);
+      this.indexFiles.add(id);
+      this.stats.storedBytes += size;
+      this.unindexed = [];
+    }
+  }
+
+  async saveIndexFile(packs: IndexPack[]): Promise<{ id: string; size: number }> {
+    const bytes = encodeObject(this.key, encodeIndex(packs));
+    const id = storageId(bytes);
+    await this.backend.save('index', id, bytes);
+    return { id, size: bytes.length };
+  }
+
+  // ---- blobs and trees --------------------------------------------------------------------
+
+  /** Loads the stored (sealed) bytes of a blob. */
+  async loadSealedBlob(id: string): Promise<{ sealed: Buffer; loc: BlobLocation }> {
+    await this.loadIndex();
+    const loc = this.index.get(id);
+    if (!loc) throw new CorruptObjectError(`blob ${id.slice(0, 12)} is missing from the index`);
+    const sealed = await this.backend.load('data', loc.pack, loc.offset, loc.length).catch((err) => {
+      throw addContext(`reading pack ${loc.pack.slice(0, 12)}`, err);
+    });
+    if (sealed.length !== loc.length) throw new CorruptObjectError(`pack ${loc.pack.slice(0, 12)} is shorter than its index says`);
+    return { sealed, loc };
+  }
+
+  /** Decrypts, decompresses and verifies a blob read from a pack. */
+  decodeBlob(id: string, sealed: Buffer, loc: BlobLocation): Buffer {
+    const idBuf = Buffer.from(id, 'hex');
+    let plain: Buffer;
+    try {
+      plain = openBlob(this.key, idBuf, sealed);
+      if (loc.compressed) plain = decompress(plain, loc.rawLength);
+    } catch (err) {
+      throw new CorruptObjectError(`blob ${id.slice(0, 12)} in pack ${loc.pack.slice(0, 12)} is damaged`, { cause: err });
+    }
+    if (!blobId(this.key.id, plain).equals(idBuf)) throw new CorruptObjectError(`blob ${id.slice(0, 12)} in pack ${loc.pack.slice(0, 12)} does not match its ID`);
+    return plain;
+  }
+
+  async loadBlob(id: string): Promise<Buffer> {
+    const { sealed, loc } = await this.loadSealedBlob(id);
+    return this.decodeBlob(id, sealed, loc);
+  }
+
+  async loadTree(id: ID): Promise<Tree> {
+    const cached = this.treeCache.get(id);
+    if (cached) return cached;
+    const tree = decodeTree(await this.loadBlob(id), `tree ${id.slice(0, 12)}`);
+    if (this.treeCache.size > 2000) this.treeCache.delete(this.treeCache.keys().next().value!);
+    this.treeCache.set(id, tree);
+    return tree;
+  }
+
+  saveTree(tree: Tree): Promise<ID> {
+    return this.saveBlob(BlobType.Tree, encodeTree(tree));
+  }
+
+  // ---- snapshots --------------------------------------------------------------------------
+
+  async saveSnapshot(snapshot: Snapshot): Promise<ID> {
+    await this.flush();
+    const { id, size } = await saveJson(this.backend, this.key, 'snapshots', snapshot);
+    this.stats.storedBytes += size;
+    return id;
+  }
+
+  async listSnapshots(): Promise<SnapshotEntry[]> {
+    const names: string[] = [];
+    for await (const o of this.backend.list('snapshots')) names.push(o.name);
+    const out: SnapshotEntry[] = [];
+    await mapLimit(names, 8, async (name) => {
+      try {
+        out.push({ ...(await loadJson<Snapshot>(this.backend, this.key, 'snapshots', name)), id: name });
+      } catch (err) {
+        if (err instanceof NotFoundError) return; // removed meanwhile by forget
+        throw err;
+      }
+    });
+    return out.sort((a, b) => a.time.localeCompare(b.time) || a.id.localeCompare(b.id));
+  }
+
+  /** Loads a snapshot by full ID, unique prefix, or "latest". */
+  async loadSnapshot(ref: string): Promise<SnapshotEntry> {
+    if (ref === 'latest') {
+      const all = await this.listSnapshots();
+      if (!all.length) throw new NotFoundError('snapshot "latest" (the repository has no snapshots)');
+      return all[all.length - 1];
+    }
+    if (/^[0-9a-f]{64}$/.test(ref)) return { ...(await loadJson<Snapshot>(this.backend, this.key, 'snapshots', ref)), id: ref };
+    const matches: string[] = [];
+    for await (const o of this.backend.list('snapshots')) if (o.name.startsWith(ref)) matches.push(o.name);
+    if (matches.length === 0) throw new NotFoundError(`snapshot ${ref}`);
+    if (matches.length > 1) throw new TidemarkError('AMBIGUOUS', `snapshot prefix ${ref} is ambiguous (${matches.length} matches)`);
+    return this.loadSnapshot(matches[0]);
+  }
+
+  async removeSnapshot(id: ID): Promise<void> {
+    await this.backend.remove('snapshots', id);
+  }
+
+  // ---- locks ------------------------------------------------------------------------------
+
+  lock(exclusive: boolean, purpose: string, leaseMs?: number): Promise<RepoLock> {
+    return acquireLock(this.backend, this.key, { exclusive, purpose, leaseMs });
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.uploads);
+    await this.backend.close();
+  }
+}
+
+export async function mapLimit<T>(items: T[], limit: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const run = async () => {
+    while (next < items.length) {
+      const i = next++;
+      await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));
+}
+
+export const initRepository = Repository.init;
+export const openRepository = Repository.open;

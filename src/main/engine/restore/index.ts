@@ -1,0 +1,430 @@
+/**
+ * Restore: materialise files from a snapshot.
+ * Plan first (walk the trees, select what `include` asks for, decide per existing file with the
+ * overwrite policy), then read each needed pack once, in order, in coalesced ranges; workers decrypt,
+ * decompress and verify blobs; the main thread writes them at their offsets into pre-sized files
+ * (all-zero chunks are not written, so sparse files stay sparse). Metadata comes last: files, then
+ * hardlinks and symlinks, then directories deepest first (so their mtimes stick).
+ * Guarantees: never writes outside the target folder — names are validated, parents are verified to
+ * be real directories, files are opened with O_NOFOLLOW, symlinks are created only at the end.
+ * A damaged blob fails only the files that use it; they are removed and reported by name.
+ */
+import fs from 'node:fs/promises';
+import { constants as C } from 'node:fs';
+import path from 'node:path';
+import type { Repository } from '../repo/repository.js';
+import type { BlobLocation } from '../repo/blobIndex.js';
+import type { TreeNode } from '../repo/types.js';
+import type { RestoreError, RestoreOptions, RestoreProgress, RestoreResult } from '../operations.js';
+import { nameBytes, isSafeName } from '../repo/tree.js';
+import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
+import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
+import type { DecodeResult } from '../workers/protocol.js';
+
+interface PlannedFile {
+  abs: Buffer;
+  display: string;
+  node: TreeNode;
+  remaining: number;
+  failed?: string;
+  fh?: fs.FileHandle;
+}
+
+interface PlannedDir {
+  abs: Buffer;
+  node?: TreeNode;
+  depth: number;
+}
+
+interface Use {
+  file: PlannedFile;
+  offset: number;
+}
+
+const SEP = Buffer.from(path.sep);
+const ZERO = Buffer.alloc(8 * 1024 * 1024);
+
+function isZero(b: Uint8Array): boolean {
+  if (b.length > ZERO.length) return Buffer.from(b.buffer, b.byteOffset, b.byteLength).every((x) => x === 0);
+  return Buffer.compare(Buffer.from(b.buffer, b.byteOffset, b.byteLength), ZERO.subarray(0, b.length)) === 0;
+}
+
+function toNs(ns: string | undefined): number | undefined {
+  return ns === undefined ? undefined : Number(BigInt(ns) / 1000n) / 1e6; // seconds with µs precision
+}
+
+export async function restore(repo: Repository, opts: RestoreOptions): Promise<RestoreResult> {
+  const started = Date.now();
+  const signal = opts.signal;
+  const policy = opts.overwrite ?? 'overwrite';
+  const target = Buffer.from(path.resolve(opts.target));
+  const errors: RestoreError[] = [];
+  const progress: RestoreProgress = { phase: 'planning', filesTotal: 0, bytesTotal: 0, filesDone: 0, bytesDone: 0, errors: 0, elapsedMs: 0 };
+  const emit = () => {
+    progress.elapsedMs = Date.now() - started;
+    progress.errors = errors.length;
+    opts.progress?.({ ...progress });
+  };
+  const ticker = setInterval(emit, 250);
+  const isRoot = process.getuid?.() === 0;
+  let pool: WorkerPool | undefined;
+  const files: PlannedFile[] = [];
+  const dirs: PlannedDir[] = [];
+  const symlinks: { abs: Buffer; node: TreeNode }[] = [];
+  const hardlinks: { abs: Buffer; first: PlannedFile; node: TreeNode }[] = [];
+  let skippedCount = 0;
+  try {
+    await repo.loadIndex();
+    const snap = await repo.loadSnapshot(opts.snapshot);
+    emit();
+
+    // ---- plan ------------------------------------------------------------------------------
+    const includes = (opts.include ?? []).map((p) => path.posix.resolve('/', p));
+    const selected = (p: string) =>
+      includes.length === 0 || includes.some((inc) => p === inc || p.startsWith(inc === '/' ? '/' : inc + '/'));
+    const leadsTo = (p: string) => includes.length === 0 || includes.some((inc) => inc === p || inc.startsWith(p === '/' ? '/' : p + '/'));
+    const strip = opts.relativeTo ? path.posix.resolve('/', opts.relativeTo) : '/';
+    const inodes = new Map<string, PlannedFile>();
+
+    const targetOf = (snapPath: string, raws: Buffer[]): Buffer | undefined => {
+      // raws: raw name components from the snapshot root; strip the relativeTo prefix
+      const stripParts = strip === '/' ? 0 : strip.split('/').filter(Boolean).length;
+      const rest = raws.slice(stripParts);
+      if (rest.length === 0) return undefined;
+      for (const r of rest) if (!isSafeName(r)) throw new UnsafePathError(`refusing the unsafe name ${JSON.stringify(r.toString())} in ${snapPath}`);
+      const parts: Buffer[] = [target];
+      for (const r of rest) parts.push(SEP, r);
+      const out = Buffer.concat(parts);
+      // belt and braces: the joined path must stay inside target
+      const rel = path.relative(target.toString('latin1'), out.toString('latin1'));
+      if (rel.startsWith('..') || path.isAbsolute(rel)) throw new UnsafePathError(`${snapPath} would be written outside ${opts.target}`);
+      return out;
+    };
+
+    const walk = async (treeId: string, snapPath: string, raws: Buffer[], depth: number): Promise<void> => {
+      if (signal?.aborted) throw new AbortedError();
+      const tree = await repo.loadTree(treeId);
+      for (const node of tree.nodes) {
+        const raw = nameBytes(node);
+        const childPath = (snapPath === '/' ? '' : snapPath) + '/' + node.name;
+        const childRaws = [...raws, raw];
+        const underStrip = strip === '/' || childPath === strip || childPath.startsWith(strip + '/');
+        const aboveStrip = strip !== '/' && strip.startsWith(childPath + '/');
+        if (!selected(childPath) && !leadsTo(childPath)) continue;
+        if (!underStrip && !aboveStrip) continue;
+        if (node.type === 'dir') {
+          const abs = underStrip ? targetOf(childPath, childRaws) : undefined;
+          if (abs) dirs.push({ abs, node: selected(childPath) || leadsTo(childPath) ? node : undefined, depth });
+          if (node.subtree) await walk(node.subtree, childPath, childRaws, depth + 1);
+          continue;
+        }
+        if (!selected(childPath) || !underStrip) continue;
+        const abs = targetOf(childPath, childRaws);
+        if (!abs) continue;
+        if (node.type === 'symlink') symlinks.push({ abs, node });
+        else if (node.type === 'file') {
+          const key = node.nlink && node.nlink > 1 && node.inode !== undefined ? `${node.dev}:${node.inode}` : undefined;
+          const first = key ? inodes.get(key) : undefined;
+          if (first) {
+            hardlinks.push({ abs, first, node });
+            continue;
+          }
+          const f: PlannedFile = { abs, display: childPath, node, remaining: node.content?.length ?? 0 };
+          if (key) inodes.set(key, f);
+          files.push(f);
+          progress.filesTotal++;
+          progress.bytesTotal += node.size ?? 0;
+        }
+        // fifo/socket/devices are never in snapshots (the backup skips them)
+      }
+    };
+    await walk(snap.tree, '/', [], 0);
+    if (includes.length && !files.length && !dirs.length && !symlinks.length)
+      throw new UsageError(`nothing in snapshot ${snap.id.slice(0, 8)} matches ${includes.join(', ')}`);
+
+    // ---- directories -------------------------------------------------------------------------
+    await ensureDir(target, target);
+    for (const d of dirs) await ensureDir(d.abs, target);
+
+    // ---- decide per existing file ----------------------------------------------------------
+    const toWrite: PlannedFile[] = [];
+    for (const f of files) {
+      let existing;
+      try {
+        existing = await fs.lstat(f.abs);
+      } catch {
+        toWrite.push(f);
+        continue;
+      }
+      if (existing.isDirectory()) {
+        errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
+        continue;
+      }
+      if (policy === 'skip' || (policy === 'if-newer' && existing.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))) {
+        skippedCount++;
+        progress.filesTotal--;
+        progress.bytesTotal -= f.node.size ?? 0;
+        continue;
+      }
+      if (policy === 'keep-both') f.abs = await freeName(f.abs);
+      else await fs.rm(f.abs, { force: true }); // never write through an existing symlink or hardlink
+      toWrite.push(f);
+    }
+
+    // ---- content -----------------------------------------------------------------------------
+    progress.phase = 'restoring';
+    const uses = new Map<string, Use[]>();
+    for (const f of toWrite) {
+      const fh = await fs.open(f.abs, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600);
+      try {
+        if (f.node.size) await fh.truncate(f.node.size);
+      } finally {
+        await fh.close();
+      }
+      let offset = 0;
+      for (const id of f.node.content ?? []) {
+        const loc = repo.index.get(id);
+        if (!loc) {
+          fail(f, `blob ${id.slice(0, 12)} is missing from the repository`);
+          break;
+        }
+        let list = uses.get(id);
+        if (!list) uses.set(id, (list = []));
+        list.push({ file: f, offset });
+        offset += loc.rawLength;
+      }
+    }
+    function fail(f: PlannedFile, message: string) {
+      if (f.failed) return;
+      f.failed = message;
+      errors.push({ path: f.display, code: 'CORRUPT_OBJECT', message: `cannot restore ${f.display}: ${message}` });
+    }
+
+    const byPack = new Map<string, { id: string; loc: BlobLocation }[]>();
+    for (const id of uses.keys()) {
+      const loc = repo.index.get(id)!;
+      let l = byPack.get(loc.pack);
+      if (!l) byPack.set(loc.pack, (l = []));
+      l.push({ id, loc });
+    }
+    pool = new WorkerPool(
+      {
+        encryptionKey: repo.key.encryption,
+        idKey: repo.key.id,
+        chunker: repo.config.chunker,
+        chunkerSeed: repo.config.chunkerSeed,
+        compressionLevel: 0,
+        readLimit: 0,
+        lowPriority: false,
+      },
+      opts.workers ?? defaultWorkerCount(),
+    );
+    const handles = new HandleCache();
+    const finished = async (f: PlannedFile) => {
+      await handles.close(f.abs);
+      if (f.failed) {
+        await fs.rm(f.abs, { force: true });
+        return;
+      }
+      await applyMetadata(f.abs, f.node, isRoot).catch((err) => errors.push({ path: f.display, code: err.code ?? 'EIO', message: err.message }));
+      progress.filesDone++;
+    };
+    // files without content (empty) are done already
+    for (const f of toWrite) if (f.remaining === 0 && !f.failed) await finished(f);
+
+    const packs = [...byPack.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+    let nextPack = 0;
+    const worker = async () => {
+      while (nextPack < packs.length) {
+        if (signal?.aborted) throw new AbortedError();
+        const [pack, blobs] = packs[nextPack++];
+        blobs.sort((a, b) => a.loc.offset - b.loc.offset);
+        for (const range of coalesce(blobs)) {
+          let data: Buffer | undefined;
+          let readError: string | undefined;
+          try {
+            data = await repo.backend.load('data', pack, range.start, range.end - range.start);
+            if (data.length !== range.end - range.start) readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
+          } catch (err) {
+            readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
+          }
+          const items = range.blobs.map((b) => ({
+            id: b.id,
+            sealed: readError ? new Uint8Array(0) : data!.subarray(b.loc.offset - range.start, b.loc.offset - range.start + b.loc.length),
+            compressed: b.loc.compressed,
+            rawLength: b.loc.rawLength,
+          }));
+          const result = readError
+            ? { items: items.map(() => ({ ok: false as const, message: readError! })) }
+            : await pool!.run<DecodeResult>({ op: 'decode', items });
+          for (let i = 0; i < items.length; i++) {
+            const r = result.items[i];
+            const id = items[i].id;
+            for (const use of uses.get(id) ?? []) {
+              const f = use.file;
+              if (!r.ok) fail(f, `blob ${id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
+              else if (!f.failed && !isZero(r.plain)) {
+                const fh = await handles.get(f.abs);
+                let done = 0;
+                while (done < r.plain.length) {
+                  const { bytesWritten } = await fh.write(r.plain, done, r.plain.length - done, use.offset + done);
+                  done += bytesWritten;
+                }
+              }
+              if (r.ok) progress.bytesDone += r.plain.length;
+              progress.currentFile = f.display;
+              if (--f.remaining === 0) await finished(f);
+            }
+          }
+        }
+      }
+    };
+    await Promise.all([worker(), worker(), worker()]);
+    await handles.closeAll();
+
+    // ---- links and metadata -------------------------------------------------------------------
+    progress.phase = 'metadata';
+    for (const h of hardlinks) {
+      if (h.first.failed || !toWrite.includes(h.first)) {
+        errors.push({ path: h.abs.toString(), code: 'EIO', message: 'hard link target was not restored' });
+        continue;
+      }
+      await fs.rm(h.abs, { force: true });
+      await fs.link(h.first.abs, h.abs).catch((err) => errors.push({ path: h.abs.toString(), code: err.code, message: err.message }));
+    }
+    for (const s of symlinks) {
+      try {
+        const exists = await fs.lstat(s.abs).then(() => true, () => false);
+        if (exists) {
+          if (policy === 'skip') {
+            skippedCount++;
+            continue;
+          }
+          await fs.rm(s.abs, { force: true });
+        }
+        const tgt = s.node.linkTargetRaw !== undefined ? Buffer.from(s.node.linkTargetRaw, 'base64') : Buffer.from(s.node.linkTarget ?? '');
+        await fs.symlink(tgt, s.abs);
+        if (isRoot && s.node.uid !== undefined) await fs.lchown(s.abs, s.node.uid, s.node.gid ?? 0);
+        const m = toNs(s.node.mtimeNs)!;
+        await fs.lutimes(s.abs, m, m);
+      } catch (err) {
+        errors.push({ path: s.abs.toString(), code: (err as NodeJS.ErrnoException).code ?? 'EIO', message: (err as Error).message });
+      }
+    }
+    for (const d of [...dirs].sort((a, b) => b.depth - a.depth)) {
+      if (d.node) await applyMetadata(d.abs, d.node, isRoot).catch(() => {});
+    }
+    progress.phase = 'done';
+    emit();
+    const restored = toWrite.filter((f) => !f.failed);
+    return {
+      filesRestored: restored.length,
+      bytesRestored: restored.reduce((a, f) => a + (f.node.size ?? 0), 0),
+      skipped: skippedCount,
+      errors,
+    };
+  } finally {
+    clearInterval(ticker);
+    await pool?.close();
+  }
+}
+
+/** Creates a directory (and parents) below root, refusing to go through anything but real directories. */
+async function ensureDir(abs: Buffer, root: Buffer): Promise<void> {
+  const rootStr = root.toString('latin1');
+  const rel = path.relative(rootStr, abs.toString('latin1'));
+  const parts = rel ? rel.split(path.sep) : [];
+  let cur = rootStr;
+  const check = async (p: string, mayCreate: boolean) => {
+    const pb = Buffer.from(p, 'latin1');
+    try {
+      const st = await fs.lstat(pb);
+      if (st.isDirectory()) return;
+      if (p === rootStr) throw new TidemarkError('TARGET_NOT_DIR', `the restore target ${abs.toString()} is not a folder`);
+      // a file or symlink is in the way of a folder we must create: replace it, never follow it
+      await fs.rm(pb, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || !mayCreate) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
+    await fs.mkdir(pb, { recursive: p === rootStr, mode: 0o700 }).catch((err) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    const st = await fs.lstat(pb);
+    if (!st.isDirectory()) throw new UnsafePathError(`${p} is not a folder`);
+  };
+  await check(rootStr, true);
+  for (const part of parts) {
+    if (part === '..' || part === '') throw new UnsafePathError(`refusing path ${abs.toString()}`);
+    cur = cur + path.sep + part;
+    await check(cur, true);
+  }
+}
+
+async function freeName(abs: Buffer): Promise<Buffer> {
+  const s = abs.toString('latin1');
+  const ext = path.extname(s);
+  const base = s.slice(0, s.length - ext.length);
+  for (let i = 1; ; i++) {
+    const candidate = Buffer.from(`${base} (restored${i > 1 ? ' ' + i : ''})${ext}`, 'latin1');
+    try {
+      await fs.lstat(candidate);
+    } catch {
+      return candidate;
+    }
+  }
+}
+
+async function applyMetadata(abs: Buffer, node: TreeNode, isRoot: boolean): Promise<void> {
+  if (isRoot && node.uid !== undefined) await fs.lchown(abs, node.uid, node.gid ?? 0);
+  await fs.chmod(abs, node.mode & 0o7777);
+  const m = toNs(node.mtimeNs)!;
+  await fs.utimes(abs, m, m);
+}
+
+function coalesce(blobs: { id: string; loc: BlobLocation }[]): { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] {
+  const out: { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] = [];
+  for (const b of blobs) {
+    const last = out[out.length - 1];
+    const end = b.loc.offset + b.loc.length;
+    if (last && b.loc.offset - last.end < 512 * 1024 && end - last.start < 32 * 1024 * 1024) {
+      last.end = Math.max(last.end, end);
+      last.blobs.push(b);
+    } else out.push({ start: b.loc.offset, end, blobs: [b] });
+  }
+  return out;
+}
+
+/** Keeps a bounded number of output files open. */
+class HandleCache {
+  private readonly open = new Map<string, Promise<fs.FileHandle>>();
+  async get(abs: Buffer): Promise<fs.FileHandle> {
+    const k = abs.toString('latin1');
+    let h = this.open.get(k);
+    if (h) {
+      this.open.delete(k);
+      this.open.set(k, h);
+      return h;
+    }
+    if (this.open.size >= 64) {
+      const [oldK, oldH] = this.open.entries().next().value!;
+      this.open.delete(oldK);
+      await (await oldH).close();
+    }
+    h = fs.open(abs, C.O_WRONLY | C.O_NOFOLLOW);
+    this.open.set(k, h);
+    return h;
+  }
+  async close(abs: Buffer): Promise<void> {
+    const k = abs.toString('latin1');
+    const h = this.open.get(k);
+    if (!h) return;
+    this.open.delete(k);
+    await (await h).close();
+  }
+  async closeAll(): Promise<void> {
+    for (const h of this.open.values()) await (await h).close().catch(() => {});
+    this.open.clear();
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * Scanning sources: turning lstat results into tree nodes, comparing them with the previous
+ * snapshot's nodes, applying exclusions, and deciding which directories a change journal lets us skip.
+ * Guarantees: never follows symlinks (so loops cannot happen); a node is "unchanged" only when size,
+ * mtime, ctime and inode all match the previous snapshot (the always-correct level 3 of DESIGN.md §3).
+ * Not here: reading file contents (workers/), writing trees (backup/).
+ */
+import path from 'node:path';
+import type { BigIntStats } from 'node:fs';
+import { minimatch } from 'minimatch';
+import type { NodeType, TreeNode } from '../repo/types.js';
+import type { ChangeHint } from '../operations.js';
+
+export function nodeTypeOf(st: BigIntStats): NodeType {
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'dir';
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isFIFO()) return 'fifo';
+  if (st.isSocket()) return 'socket';
+  if (st.isCharacterDevice()) return 'chardev';
+  return 'blockdev';
+}
+
+/** Name fields for raw name bytes: `name` is always text; `rawName` keeps bytes that are not valid UTF-8. */
+export function nameFields(raw: Buffer): Pick<TreeNode, 'name' | 'rawName'> {
+  const name = raw.toString('utf8');
+  return Buffer.from(name, 'utf8').equals(raw) ? { name } : { name, rawName: raw.toString('base64') };
+}
+
+export function metadataNode(raw: Buffer, st: BigIntStats): TreeNode {
+  const type = nodeTypeOf(st);
+  const node: TreeNode = {
+    ...nameFields(raw),
+    type,
+    mode: Number(st.mode & 0o7777n),
+    mtimeNs: st.mtimeNs.toString(),
+    ctimeNs: st.ctimeNs.toString(),
+    uid: Number(st.uid),
+    gid: Number(st.gid),
+    inode: Number(st.ino),
+    dev: Number(st.dev),
+  };
+  if (type === 'file') {
+    node.size = Number(st.size);
+    if (st.nlink > 1n) node.nlink = Number(st.nlink);
+  }
+  if (type === 'chardev' || type === 'blockdev') node.rdev = Number(st.rdev);
+  return node;
+}
+
+/** True when a file can reuse the previous snapshot's chunk list without being read. */
+export function unchangedFile(prev: TreeNode | undefined, cur: TreeNode): boolean {
+  return (
+    !!prev &&
+    prev.type === 'file' &&
+    prev.content !== undefined &&
+    prev.size === cur.size &&
+    prev.mtimeNs === cur.mtimeNs &&
+    prev.ctimeNs === cur.ctimeNs &&
+    prev.inode === cur.inode
+  );
+}
+
+/**
+ * Exclusion patterns (glob): a pattern without "/" matches a name anywhere ("*.tmp", "node_modules");
+ * a pattern with "/" matches the absolute path ("/home/*\/.cache", "**\/Cache/**").
+ */
+export class Excluder {
+  private readonly byName: string[] = [];
+  private readonly byPath: string[] = [];
+
+  constructor(readonly patterns: string[] = []) {
+    for (const p of patterns) {
+      const trimmed = p.trim();
+      if (!trimmed) continue;
+      if (trimmed.includes('/')) this.byPath.push(trimmed.replace(/\/+$/, ''));
+      else this.byName.push(trimmed);
+    }
+  }
+
+  excludes(absPath: string, name: string): boolean {
+    for (const p of this.byName) if (minimatch(name, p, { dot: true })) return true;
+    for (const p of this.byPath) if (minimatch(absPath, p, { dot: true })) return true;
+    return false;
+  }
+}
+
+/**
+ * What a change hint allows for one directory:
+ *  - 'reuse': nothing at or below changed: keep the previous subtree ID, touch nothing;
+ *  - 'descend': the directory's own entries did not change, but something below did: reuse its
+ *    previous entries and only re-stat/recurse into children that lead to changes;
+ *  - 'scan': list and stat this directory's entries (and keep applying the hint below);
+ *  - 'full': scan the whole subtree without the hint (a directory that moved in, say).
+ */
+export type HintDecision = 'reuse' | 'descend' | 'scan' | 'full';
+
+export class HintPlan {
+  private readonly ancestors = new Set<string>();
+
+  constructor(readonly hint: ChangeHint) {
+    const all = [...hint.dirtyDirs, ...(hint.dirtyTrees ?? [])];
+    for (const d of all) {
+      let p = path.dirname(d);
+      for (;;) {
+        if (this.ancestors.has(p)) break;
+        this.ancestors.add(p);
+        const up = path.dirname(p);
+        if (up === p) break;
+        p = up;
+      }
+    }
+  }
+
+  decide(dir: string): HintDecision {
+    if (this.hint.dirtyTrees?.has(dir)) return 'full';
+    if (this.hint.dirtyDirs.has(dir)) return 'scan';
+    if (this.ancestors.has(dir)) return 'descend';
+    return 'reuse';
+  }
+
+  /** True when a child directory (of a 'descend' directory) leads to a change. */
+  leadsToChange(dir: string): boolean {
+    return this.hint.dirtyDirs.has(dir) || !!this.hint.dirtyTrees?.has(dir) || this.ancestors.has(dir);
+  }
+}

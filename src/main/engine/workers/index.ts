@@ -1,0 +1,124 @@
+/**
+ * A pool of CPU worker threads running pipelineWorker (DESIGN.md §1 rule 5: chunking, hashing,
+ * compression and encryption never run on the thread that serves the UI). Tasks are spread over the
+ * workers by load; each worker runs several tasks at once so file reads overlap with CPU work.
+ * Mid-task questions from a worker (dedup queries, blobs to store) go to the handler given with the
+ * task and its answer is sent back — this is how backpressure reaches the readers.
+ * In development the worker is TypeScript loaded through tsx; in a build it is the bundled .js.
+ */
+import { Worker } from 'node:worker_threads';
+import os from 'node:os';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import path from 'node:path';
+import fs from 'node:fs';
+import type { FromWorker, TaskEvent, Task, ToWorker, WorkerInit } from './protocol.js';
+
+export type EventHandler = (event: TaskEvent) => unknown | Promise<unknown>;
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+  onEvent?: EventHandler;
+  worker: PooledWorker;
+}
+
+interface PooledWorker {
+  worker: Worker;
+  inflight: number;
+}
+
+function workerEntry(): { file: string; data: Record<string, unknown> } {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const built = path.join(here, 'pipelineWorker.js');
+  if (fs.existsSync(built) && !import.meta.url.endsWith('.ts')) return { file: built, data: {} };
+  // Development and tests: load the TypeScript source through tsx inside the worker.
+  const boot = path.join(here, 'tsxBoot.mjs');
+  return { file: boot, data: { __entry: pathToFileURL(path.join(here, 'pipelineWorker.ts')).href } };
+}
+
+export function defaultWorkerCount(): number {
+  return Math.max(1, Math.min(8, os.availableParallelism?.() ?? os.cpus().length));
+}
+
+export class WorkerPool {
+  private readonly workers: PooledWorker[] = [];
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private failed?: Error;
+  readonly size: number;
+
+  constructor(init: WorkerInit, size = defaultWorkerCount()) {
+    this.size = size;
+    const entry = workerEntry();
+    for (let i = 0; i < size; i++) {
+      const worker = new Worker(entry.file, { workerData: { ...init, ...entry.data } });
+      const pw: PooledWorker = { worker, inflight: 0 };
+      worker.on('message', (m: FromWorker) => this.onMessage(pw, m));
+      worker.on('error', (err) => this.fail(err));
+      worker.on('exit', (code) => {
+        if (code !== 0) this.fail(new Error(`a pipeline worker exited with code ${code}`));
+      });
+      this.workers.push(pw);
+    }
+  }
+
+  private fail(err: Error): void {
+    this.failed ??= err;
+    for (const [id, p] of this.pending) {
+      this.pending.delete(id);
+      p.reject(err);
+    }
+  }
+
+  private onMessage(pw: PooledWorker, m: FromWorker): void {
+    const p = this.pending.get(m.taskId);
+    if (!p) return;
+    if (m.type === 'event') {
+      const reply = (value: unknown) => {
+        if (m.seq) pw.worker.postMessage({ type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker);
+      };
+      try {
+        const r = p.onEvent?.(m.event);
+        if (r instanceof Promise) r.then(reply, (err) => this.rejectTask(m.taskId, err));
+        else reply(r ?? null);
+      } catch (err) {
+        this.rejectTask(m.taskId, err);
+      }
+      return;
+    }
+    this.pending.delete(m.taskId);
+    pw.inflight--;
+    if (m.type === 'done') p.resolve(m.result);
+    else p.reject(Object.assign(new Error(m.error.message), { code: m.error.code }));
+  }
+
+  private rejectTask(taskId: number, err: unknown): void {
+    const p = this.pending.get(taskId);
+    if (!p) return;
+    this.pending.delete(taskId);
+    p.worker.inflight--;
+    p.reject(err);
+    // The worker still waits for a reply to this task; it is abandoned (its file handle closes when
+    // the pool is terminated at the end of the run).
+  }
+
+  /** Number of tasks running now. */
+  get inflight(): number {
+    return this.pending.size;
+  }
+
+  run<T>(task: Task, onEvent?: EventHandler, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.failed) return Promise.reject(this.failed);
+    const pw = this.workers.reduce((a, b) => (b.inflight < a.inflight ? b : a));
+    const taskId = this.nextId++;
+    pw.inflight++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(taskId, { resolve: resolve as (v: unknown) => void, reject, onEvent, worker: pw });
+      pw.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker, transfer);
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.worker.terminate()));
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * The CPU worker of the backup/restore pipeline. Backup: reads a file in large sequential reads,
+ * cuts it with FastCDC, hashes chunks with keyed BLAKE3, asks the main thread which chunks are new
+ * (dedup), then compresses and seals only those and hands them over (transferred, not copied).
+ * Restore: opens, decompresses and verifies blobs. Several tasks interleave on one worker so reads
+ * overlap with CPU work. All I/O here is on source files only; the repository is the main thread's.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import { execFile } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
+import { FastCDC, gearTable } from '../chunk/index.js';
+import { blobId, open as openSealed, seal } from '../crypto/index.js';
+import { maybeCompress, decompress } from '../compress/index.js';
+import type {
+  BackupFileResult,
+  BackupFileTask,
+  DecodeResult,
+  DecodeTask,
+  FromWorker,
+  SealedBlobMsg,
+  TaskEvent,
+  ToWorker,
+  WorkerInit,
+} from './protocol.js';
+
+const init = workerData as WorkerInit;
+const encKey = Buffer.from(init.encryptionKey);
+const idKey = Buffer.from(init.idKey);
+const cdc = new FastCDC(init.chunker, gearTable(Buffer.from(init.chunkerSeed, 'hex')));
+const READ_BLOCK = Math.max(8 * 1024 * 1024, 2 * init.chunker.max);
+
+if (init.lowPriority) {
+  try {
+    os.setPriority(0, 19); // this thread only (Linux: setpriority on the calling thread)
+    const tid = readlinkSync('/proc/thread-self').split('/').pop();
+    if (tid) execFile('ionice', ['-c', '3', '-p', tid], () => {});
+  } catch {}
+}
+
+const port = parentPort!;
+const waiting = new Map<string, (v: unknown) => void>();
+let seqCounter = 0;
+
+function ask(taskId: number, event: TaskEvent): Promise<unknown> {
+  const seq = ++seqCounter;
+  return new Promise((resolve) => {
+    waiting.set(`${taskId}:${seq}`, resolve);
+    const transfer = event.kind === 'blobs' ? event.blobs.flatMap((b) => [b.sealed.buffer as ArrayBuffer]) : [];
+    port.postMessage({ type: 'event', taskId, seq, event } satisfies FromWorker, transfer);
+  });
+}
+
+function tell(taskId: number, event: TaskEvent): void {
+  port.postMessage({ type: 'event', taskId, seq: 0, event } satisfies FromWorker);
+}
+
+// Token bucket for the read limit, per worker.
+let tokens = 0;
+let lastRefill = Date.now();
+async function throttle(bytes: number): Promise<void> {
+  if (!init.readLimit) return;
+  for (;;) {
+    const now = Date.now();
+    tokens = Math.min(init.readLimit, tokens + ((now - lastRefill) / 1000) * init.readLimit);
+    lastRefill = now;
+    if (tokens >= bytes || tokens >= init.readLimit) {
+      tokens -= bytes;
+      return;
+    }
+    await new Promise((r) => setTimeout(r, Math.min(1000, ((bytes - tokens) / init.readLimit) * 1000)));
+  }
+}
+
+function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
+  const c = maybeCompress(data, init.compressionLevel);
+  const sealed = seal(encKey, c.data, id);
+  // a fresh ArrayBuffer of its own, so it can be transferred
+  const own = new Uint8Array(sealed.length);
+  own.set(sealed);
+  return { id: new Uint8Array(id), sealed: own, rawLength: data.length, compressed: c.compressed };
+}
+
+async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
+  const fh = await fs.open(Buffer.from(task.path), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  try {
+    const content: string[] = [];
+    let bytesRead = 0;
+    const speculative: SealedBlobMsg[] = [];
+    // Small files: one read, one chunk, no round trip — the blob travels with the result.
+    const small = task.size < init.chunker.min;
+    const buf = Buffer.allocUnsafe(small ? Math.max(1, task.size + 1) : READ_BLOCK);
+    let start = 0; // first unconsumed byte in buf
+    let end = 0; // end of valid data
+    let eof = false;
+    for (;;) {
+      if (!eof && end - start < init.chunker.max) {
+        if (start > 0) {
+          buf.copy(buf, 0, start, end);
+          end -= start;
+          start = 0;
+        }
+        const want = buf.length - end;
+        await throttle(want);
+        const { bytesRead: n } = await fh.read(buf, end, want, null);
+        if (n === 0) eof = true;
+        end += n;
+        bytesRead += n;
+        if (n) tell(taskId, { kind: 'read', bytes: n });
+        if (!eof && end < buf.length && end - start < init.chunker.max) continue;
+      }
+      // cut every complete chunk available now
+      const cuts: { off: number; len: number; id: Buffer }[] = [];
+      while (start < end) {
+        const len = cdc.nextCut(buf, start, end, eof);
+        if (len === 0) break;
+        cuts.push({ off: start, len, id: blobId(idKey, buf.subarray(start, start + len)) });
+        start += len;
+        if (!eof && end - start < init.chunker.max) break;
+      }
+      for (const c of cuts) content.push(c.id.toString('hex'));
+      if (small) {
+        for (const c of cuts) speculative.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
+      } else if (cuts.length) {
+        const store = (await ask(taskId, { kind: 'query', ids: cuts.map((c) => c.id.toString('hex')) })) as boolean[];
+        const blobs: SealedBlobMsg[] = [];
+        cuts.forEach((c, i) => {
+          if (store[i]) blobs.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
+        });
+        if (blobs.length) await ask(taskId, { kind: 'blobs', blobs });
+      }
+      if (eof && start >= end) break;
+    }
+    const after = await fh.stat();
+    const changedWhileReading = after.size !== bytesRead || after.size !== task.size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
+    return { content, bytesRead, size: bytesRead, changedWhileReading, blobs: speculative };
+  } finally {
+    await fh.close();
+  }
+}
+
+function decode(task: DecodeTask): DecodeResult {
+  return {
+    items: task.items.map((it) => {
+      try {
+        const idBuf = Buffer.from(it.id, 'hex');
+        let plain = openSealed(encKey, it.sealed, idBuf);
+        if (it.compressed) plain = decompress(plain, it.rawLength);
+        if (!blobId(idKey, plain).equals(idBuf)) return { ok: false as const, message: 'content does not match its ID' };
+        const own = new Uint8Array(plain.length);
+        own.set(plain);
+        return { ok: true as const, plain: own };
+      } catch (err) {
+        return { ok: false as const, message: (err as Error).message };
+      }
+    }),
+  };
+}
+
+port.on('message', (msg: ToWorker) => {
+  if (msg.type === 'reply') {
+    const key = `${msg.taskId}:${msg.seq}`;
+    const r = waiting.get(key);
+    waiting.delete(key);
+    r?.(msg.value);
+    return;
+  }
+  const { taskId, task } = msg;
+  const run = async (): Promise<{ result: unknown; transfer: ArrayBuffer[] }> => {
+    if (task.op === 'backupFile') {
+      const r = await backupFile(taskId, task);
+      return { result: r, transfer: r.blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
+    }
+    const r = decode(task);
+    return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };
+  };
+  run().then(
+    ({ result, transfer }) => port.postMessage({ type: 'done', taskId, result } satisfies FromWorker, transfer),
+    (err: NodeJS.ErrnoException) =>
+      port.postMessage({ type: 'error', taskId, error: { message: err.message, code: err.code, name: err.name } } satisfies FromWorker),
+  );
+});

@@ -1,0 +1,64 @@
+/** Messages between the engine (main thread) and its CPU workers. */
+
+export interface WorkerInit {
+  encryptionKey: Uint8Array;
+  idKey: Uint8Array;
+  chunker: { min: number; avg: number; max: number };
+  chunkerSeed: string;
+  compressionLevel: number;
+  /** Per-worker read limit in bytes/s (0: none). */
+  readLimit: number;
+  lowPriority: boolean;
+}
+
+export interface BackupFileTask {
+  op: 'backupFile';
+  /** Absolute path (raw bytes as latin1-free Buffer copy). */
+  path: Uint8Array;
+  /** Size and mtime seen by the scan, to detect a file that changes while it is read. */
+  size: number;
+  mtimeMs: number;
+}
+
+export interface DecodeTask {
+  op: 'decode';
+  items: { id: string; sealed: Uint8Array; compressed: boolean; rawLength: number }[];
+}
+
+export type Task = BackupFileTask | DecodeTask;
+
+export interface SealedBlobMsg {
+  id: Uint8Array;
+  sealed: Uint8Array;
+  rawLength: number;
+  compressed: boolean;
+}
+
+/** Worker → main during a task. */
+export type TaskEvent =
+  | { kind: 'query'; ids: string[] } // reply: boolean[] (true = store it)
+  | { kind: 'blobs'; blobs: SealedBlobMsg[] } // reply: null once stored (backpressure)
+  | { kind: 'read'; bytes: number }; // progress, no reply
+
+export interface BackupFileResult {
+  content: string[];
+  bytesRead: number;
+  size: number;
+  /** Set when size or mtime differed after reading: the file changed while it was read. */
+  changedWhileReading: boolean;
+  /** Blobs sent speculatively with the result (small single-chunk files); main stores them if new. */
+  blobs: SealedBlobMsg[];
+}
+
+export interface DecodeResult {
+  items: ({ ok: true; plain: Uint8Array } | { ok: false; message: string })[];
+}
+
+export type ToWorker =
+  | { type: 'task'; taskId: number; task: Task }
+  | { type: 'reply'; taskId: number; seq: number; value: unknown };
+
+export type FromWorker =
+  | { type: 'event'; taskId: number; seq: number; event: TaskEvent }
+  | { type: 'done'; taskId: number; result: unknown }
+  | { type: 'error'; taskId: number; error: { message: string; code?: string; name?: string } };
