@@ -1,0 +1,94 @@
+/**
+ * Bringing the catalog's snapshot cache and file index in line with a repository: new snapshots are
+ * added and indexed, snapshots gone from the repository (forgotten elsewhere) are dropped. Because
+ * this only reads the repository, the catalog can always be rebuilt from it (`catalog rebuild`).
+ */
+import type { Catalog, SnapshotRow } from './catalog.js';
+import type { TreeSource, IndexStats } from './fileIndex.js';
+import type { SnapshotEntry } from '../repo/types.js';
+
+/** What syncing needs from an open repository (repo.Repository satisfies it). */
+export interface SnapshotSource extends TreeSource {
+  listSnapshots(): Promise<SnapshotEntry[]>;
+}
+
+export interface SyncResult {
+  added: number;
+  removed: number;
+  indexed: number;
+  /** Totals over the snapshots indexed now. */
+  index: IndexStats;
+}
+
+export interface SyncOptions {
+  signal?: AbortSignal;
+  /** Index the file trees of new snapshots (default true). */
+  index?: boolean;
+  /** Called after each snapshot is indexed. */
+  onIndexed?: (row: SnapshotRow, stats: IndexStats) => void;
+}
+
+export async function syncRepository(
+  catalog: Catalog,
+  repositoryId: number,
+  source: SnapshotSource,
+  opts: SyncOptions = {},
+): Promise<SyncResult> {
+  const snapshots = await source.listSnapshots();
+  const inRepo = new Set(snapshots.map((s) => s.id));
+  const cached = catalog.listSnapshots(repositoryId);
+  const cachedIds = new Set(cached.map((s) => s.snapId));
+  const gone = cached.filter((s) => !inRepo.has(s.snapId)).map((s) => s.id);
+  if (gone.length) catalog.removeSnapshots(gone);
+  let added = 0;
+  for (const s of snapshots) {
+    if (!cachedIds.has(s.id)) added++;
+    catalog.upsertSnapshot(repositoryId, s);
+  }
+  const total: IndexStats = { dirsVisited: 0, newDirVersions: 0, reusedDirVersions: 0, newEntries: 0 };
+  let indexed = 0;
+  if (opts.index !== false) {
+    const rows = catalog.listSnapshots(repositoryId);
+    const todo = rows.filter((r) => !r.indexed);
+    // A first index (or a long backlog) writes mostly new names: keep them all in memory meanwhile.
+    const preloadNames = todo.length > 0 && (todo.length === rows.length || todo.length >= 10);
+    try {
+      for (const row of todo) {
+        const stats = await indexSnapshotRow(catalog, row, source, opts.signal, preloadNames);
+        for (const k of Object.keys(total) as (keyof IndexStats)[]) total[k] += stats[k];
+        indexed++;
+        opts.onIndexed?.(row, stats);
+      }
+    } finally {
+      if (preloadNames) catalog.files.releaseMemory();
+    }
+  }
+  if (gone.length) catalog.files.gc();
+  catalog.markSynced(repositoryId);
+  return { added, removed: gone.length, indexed, index: total };
+}
+
+/** Indexes one cached snapshot and marks it indexed. */
+export async function indexSnapshotRow(
+  catalog: Catalog,
+  row: SnapshotRow,
+  source: TreeSource,
+  signal?: AbortSignal,
+  preloadNames = false,
+): Promise<IndexStats> {
+  catalog.setSnapshotIndexed(row.id, false);
+  const stats = await catalog.files.indexSnapshot(row.id, row.tree, source, { signal, preloadNames });
+  catalog.setSnapshotIndexed(row.id, true);
+  return stats;
+}
+
+/** `catalog rebuild`: forget what the catalog learnt from a repository and read it again. */
+export async function rebuildRepository(
+  catalog: Catalog,
+  repositoryId: number,
+  source: SnapshotSource,
+  opts: SyncOptions = {},
+): Promise<SyncResult> {
+  catalog.resetRepositoryCache(repositoryId);
+  return syncRepository(catalog, repositoryId, source, opts);
+}

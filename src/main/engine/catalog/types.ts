@@ -1,0 +1,109 @@
+/**
+ * The catalog's records: repositories, jobs, runs and their samples. These are plain data (JSON-safe)
+ * so the API layer can send them to the UI as they are.
+ */
+import type { RetentionPolicy } from '../operations.js';
+
+/** When a job runs. Times are "HH:MM" in `timeZone` (default: the machine's zone). */
+export type Schedule =
+  | { kind: 'manual' }
+  | { kind: 'hourly'; minute?: number; timeZone?: string }
+  | { kind: 'every-hours'; hours: number; minute?: number; timeZone?: string }
+  | { kind: 'daily'; times: string[]; timeZone?: string }
+  /** days: 0 = Sunday … 6 = Saturday */
+  | { kind: 'weekly'; days: number[]; time: string; timeZone?: string }
+  | { kind: 'cron'; expressions: string[]; timeZone?: string };
+
+export interface JobOptions {
+  /** Read back and check the new snapshot after each backup. */
+  verifyAfterBackup?: boolean;
+  /** Verify by reading all data, not only the structure (slower). */
+  verifyReadData?: boolean;
+  /** Make every backup a "full" one (re-read everything) when the last full one is older than this. */
+  fullEveryDays?: number;
+  /** Run a missed scheduled backup once after sleep or shutdown (default true). */
+  catchUp?: boolean;
+  workers?: number;
+  readLimitBytesPerSec?: number;
+  lowPriority?: boolean;
+  tags?: string[];
+  host?: string;
+}
+
+export interface JobSpec {
+  name: string;
+  repositoryId: number;
+  sources: string[];
+  excludes: string[];
+  schedule: Schedule;
+  retention: RetentionPolicy;
+  compressionLevel: number;
+  options: JobOptions;
+  enabled: boolean;
+}
+
+export interface Job extends JobSpec {
+  id: number;
+  /** Stable tag written into this job's snapshots (snapshot.job). */
+  key: string;
+  createdAt: number;
+  updatedAt: number;
+  /** Scheduler bookkeeping: fire times up to here have been handled (ms since epoch). */
+  schedCheckedAt: number | null;
+}
+
+export interface RepositorySpec {
+  name: string;
+  /** Location string (a folder path, `local:/path`, `s3:…`). */
+  location: string;
+  /** Backend options as plain JSON. Never secrets: those go through a SecretStore. */
+  options: Record<string, unknown>;
+  /** Prune (reclaim space) at most this often, in days (default 7; 0 = after every run). */
+  pruneEveryDays?: number;
+}
+
+export interface RepositoryRecord extends RepositorySpec {
+  id: number;
+  pruneEveryDays: number;
+  lastPruneAt: number | null;
+  lastSyncAt: number | null;
+  createdAt: number;
+}
+
+export type RunStatus =
+  'queued' | 'running' | 'completed' | 'completed-with-warnings' | 'failed' | 'cancelled' | 'missed';
+
+export type RunTrigger = 'manual' | 'schedule' | 'catch-up';
+
+export interface RunRecord {
+  id: number;
+  jobId: number | null;
+  kind: 'backup' | 'full' | 'missed';
+  trigger: RunTrigger;
+  status: RunStatus;
+  scheduledFor: number | null;
+  startedAt: number | null;
+  endedAt: number | null;
+  snapshotId: string | null;
+  counters: Record<string, unknown>;
+  error: { name: string; code: string; message: string } | null;
+  verify: Record<string, unknown> | null;
+  retention: Record<string, unknown> | null;
+}
+
+export interface RunProblem {
+  severity: 'warning' | 'error';
+  path?: string;
+  message: string;
+  code?: string;
+}
+
+export interface RunSample {
+  /** ms since the run started */
+  t: number;
+  readBps: number;
+  writtenBps: number;
+  filesPerSec: number;
+  /** plaintext bytes done / bytes stored so far (≥ 1 when dedup and compression save space) */
+  dedupRatio: number;
+}
