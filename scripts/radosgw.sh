@@ -22,6 +22,9 @@ CONF="$DIR/ceph.conf"
 ENV_FILE="$DIR/env"
 ACCESS_KEY="TIDEMARKTESTKEY00001"
 SECRET_KEY="tidemark-test-secret-key-0000000000000001"
+# A second user that owns nothing: tests grant it partial rights with bucket policies.
+LIMITED_ACCESS_KEY="TIDEMARKLIMITED00001"
+LIMITED_SECRET_KEY="tidemark-limited-secret-key-00000000001"
 CEPH=(ceph -c "$CONF" --connect-timeout 10)
 
 log() { echo "radosgw.sh: $*" >&2; }
@@ -131,6 +134,9 @@ TIDEMARK_RGW_ENDPOINT=http://127.0.0.1:$PORT
 TIDEMARK_RGW_ACCESS_KEY=$ACCESS_KEY
 TIDEMARK_RGW_SECRET_KEY=$SECRET_KEY
 TIDEMARK_RGW_REGION=us-east-1
+TIDEMARK_RGW_LIMITED_USER=tidemark-limited
+TIDEMARK_RGW_LIMITED_ACCESS_KEY=$LIMITED_ACCESS_KEY
+TIDEMARK_RGW_LIMITED_SECRET_KEY=$LIMITED_SECRET_KEY
 ENV
 }
 
@@ -170,6 +176,8 @@ start() {
   wait_for 60 "radosgw on 127.0.0.1:$PORT" http_up
   timeout 30 radosgw-admin -c "$CONF" user create --uid=tidemark-test --display-name="Tidemark tests" \
     --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null 2>>"$DIR/log/setup.log" || die "radosgw-admin user create failed"
+  timeout 30 radosgw-admin -c "$CONF" user create --uid=tidemark-limited --display-name="Tidemark tests (limited)" \
+    --access-key="$LIMITED_ACCESS_KEY" --secret-key="$LIMITED_SECRET_KEY" >/dev/null 2>>"$DIR/log/setup.log" || die "radosgw-admin user create (limited) failed"
   write_env
   log "up on 127.0.0.1:$PORT in $((SECONDS - t0))s"
   echo "$ENV_FILE"

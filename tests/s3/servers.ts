@@ -26,6 +26,8 @@ export interface S3Server {
   accessKeyId: string;
   secretAccessKey: string;
   region: string;
+  /** radosgw only: a second user that owns nothing (for permission tests with bucket policies). */
+  limited?: { user: string; accessKeyId: string; secretAccessKey: string };
   close(): Promise<void>;
 }
 
@@ -89,6 +91,11 @@ export function useRadosgw(): Promise<S3Server | string> {
       accessKeyId: env.TIDEMARK_RGW_ACCESS_KEY,
       secretAccessKey: env.TIDEMARK_RGW_SECRET_KEY,
       region: env.TIDEMARK_RGW_REGION ?? 'us-east-1',
+      limited: {
+        user: env.TIDEMARK_RGW_LIMITED_USER,
+        accessKeyId: env.TIDEMARK_RGW_LIMITED_ACCESS_KEY,
+        secretAccessKey: env.TIDEMARK_RGW_LIMITED_SECRET_KEY,
+      },
       close: async () => {},
     };
   })();

@@ -23,7 +23,13 @@ export class S3BucketNotFoundError extends TidemarkError {
   }
 }
 
+/**
+ * Marked transient on purpose: the SDK learns the server's time from the refusal and signs the next
+ * request with the corrected clock, so one retry usually succeeds. When it does not, the retries run
+ * out and this message reaches the user.
+ */
 export class S3ClockSkewError extends TidemarkError {
+  readonly transient = true;
   constructor(message: string, options?: { cause?: unknown }) {
     super('S3_CLOCK_SKEW', message, options);
   }

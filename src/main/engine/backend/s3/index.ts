@@ -139,8 +139,15 @@ interface SdkError {
   Code?: string;
   ServerTime?: string;
   RequestTime?: string;
-  $metadata?: { httpStatusCode?: number };
+  $metadata?: { httpStatusCode?: number; clockSkewCorrected?: boolean };
   $response?: { statusCode?: number; headers?: Record<string, string> };
+}
+
+/** Parses "20261130T072022Z" (x-amz-date) as well as ISO and HTTP dates; NaN when unreadable. */
+export function parseAmzDate(s: string): number {
+  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(s.trim());
+  if (m) return Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]);
+  return Date.parse(s);
 }
 
 export class S3Backend implements Backend {
@@ -253,16 +260,22 @@ export class S3Backend implements Backend {
   /** Runs one request (including reading its body) inside a concurrency slot, translating errors. */
   private request<T>(verb: Verb, what: string, fn: () => Promise<T>): Promise<T> {
     return this.limiter.run(async () => {
+      const offsetBefore = this.signingOffset();
       try {
         return await fn();
       } catch (err) {
-        throw this.translate(err, verb, what);
+        throw this.translate(err, verb, what, offsetBefore);
       }
     });
   }
 
+  /** The SDK's current correction of our clock for signing (ms), learned from servers' Date headers. */
+  private signingOffset(): number {
+    return Number((this.client.config as { systemClockOffset?: number }).systemClockOffset ?? 0);
+  }
+
   /** Maps an SDK or network error to a named Tidemark error. */
-  translate(err: unknown, verb: Verb, what: string): unknown {
+  translate(err: unknown, verb: Verb, what: string, offsetBefore?: number): unknown {
     if (err instanceof TidemarkError) return err;
     const e = (err ?? {}) as SdkError;
     this.noteDate(e.$response?.headers);
@@ -288,10 +301,22 @@ export class S3Backend implements Backend {
         `the secret access key does not match the access key ID at ${this.endpoint} (check the secret key)`,
         opts,
       );
-    if (name === 'RequestTimeTooSkewed' || name === 'RequestExpired') {
+    // A bodiless 403 (HEAD) after which the SDK had to correct its clock: that was the reason.
+    const corrected =
+      e.$metadata?.clockSkewCorrected === true ||
+      (offsetBefore !== undefined && Math.abs(this.signingOffset() - offsetBefore) >= 240_000);
+    const skewedBare = status === 403 && corrected && name !== 'AccessDenied';
+    if (name === 'RequestTimeTooSkewed' || name === 'RequestExpired' || skewedBare) {
+      // Skew = the server's time minus the time we signed with (both from the error body when the
+      // store gives them; else the Date header against our clock).
       let skew = '';
-      const server = e.ServerTime ? Date.parse(e.ServerTime) : NaN;
-      const offset = !Number.isNaN(server) ? server - Date.now() : this.lastServerDateOffsetMs;
+      const server = e.ServerTime ? parseAmzDate(e.ServerTime) : NaN;
+      const signed = e.RequestTime ? parseAmzDate(e.RequestTime) : NaN;
+      const offset = !Number.isNaN(server)
+        ? server - (Number.isNaN(signed) ? Date.now() : signed)
+        : offsetBefore !== undefined
+          ? this.signingOffset() - offsetBefore
+          : this.lastServerDateOffsetMs;
       if (offset !== undefined)
         skew = ` by about ${Math.round(Math.abs(offset) / 60_000)} minutes (this computer is ${offset > 0 ? 'behind' : 'ahead'})`;
       return new S3ClockSkewError(
@@ -443,7 +468,27 @@ export class S3Backend implements Backend {
       return res.ContentLength ?? 0;
     } catch (err) {
       if (err instanceof NotFoundError) return undefined;
+      if (err instanceof S3AccessDeniedError && (err.cause as SdkError | undefined)?.name !== 'AccessDenied')
+        throw await this.explainHeadRefusal(key, what, err);
       throw err;
+    }
+  }
+
+  /**
+   * A refused HEAD carries no body, so wrong keys, a skewed clock and a missing permission all look
+   * alike (bare 403). A one-byte GET of the same key gets the store to say which it is.
+   */
+  private async explainHeadRefusal(key: string, what: string, headErr: unknown): Promise<unknown> {
+    try {
+      await this.request('read', what, async () => {
+        const res = await this.client.send(
+          new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: 'bytes=0-0' }),
+        );
+        await res.Body?.transformToByteArray();
+      });
+      return headErr;
+    } catch (err) {
+      return err instanceof NotFoundError ? headErr : err;
     }
   }
 
