@@ -1,0 +1,106 @@
+/** History: every run with its status, counters, warnings (with paths), log and throughput graphs. */
+import { useEffect } from 'react';
+import { useRuns } from '../stores/runs';
+import { useApp } from '../stores/app';
+import { Badge, Empty } from '../components/ui';
+import { ThroughputCharts } from '../components/Charts';
+import { bytes, dateTime, duration } from '../format';
+
+export function HistoryPage({ runId }: { runId?: string }) {
+  const { history, details, loadHistory, loadDetail } = useRuns();
+  const navigate = useApp((s) => s.navigate);
+  useEffect(() => {
+    void loadHistory();
+  }, [loadHistory]);
+  useEffect(() => {
+    if (runId) void loadDetail(runId);
+  }, [runId, loadDetail]);
+  const detail = runId ? details[runId] : undefined;
+  return (
+    <section aria-labelledby="page-title">
+      <header className="page-head">
+        <div>
+          <h1 id="page-title">History</h1>
+          <p className="muted">Every backup run, with its warnings and log.</p>
+        </div>
+      </header>
+      {history.length === 0 ? (
+        <Empty icon="history" title="No runs yet" />
+      ) : (
+        <div className={`history-layout ${detail ? 'with-detail' : ''}`}>
+          <div className="card table-card">
+            <table className="table">
+              <caption className="sr-only">Backup runs</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Job</th>
+                  <th scope="col">Started</th>
+                  <th scope="col">Duration</th>
+                  <th scope="col">Files</th>
+                  <th scope="col">New data</th>
+                  <th scope="col">Status</th>
+                </tr>
+              </thead>
+              <tbody>
+                {history.map((r) => (
+                  <tr key={r.id} className={r.id === runId ? 'current' : ''}>
+                    <td>
+                      <button
+                        className="link-button"
+                        onClick={() => navigate({ page: 'history', runId: r.id })}
+                      >
+                        {r.jobName}
+                        {r.kind === 'full-backup' ? ' (full)' : ''}
+                      </button>
+                    </td>
+                    <td>{dateTime(r.startedAt)}</td>
+                    <td>{r.endedAt ? duration(Date.parse(r.endedAt) - Date.parse(r.startedAt)) : '…'}</td>
+                    <td>{r.counters.filesDone.toLocaleString()}</td>
+                    <td>{bytes(r.counters.bytesNew)}</td>
+                    <td>
+                      <Badge status={r.status} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          {detail ? (
+            <div className="run-detail">
+              <div className="card">
+                <h2 className="section-title">
+                  {detail.jobName} · {dateTime(detail.startedAt)} <Badge status={detail.status} />
+                </h2>
+                {detail.error ? <p className="error-banner">{detail.error.message}</p> : null}
+                <p className="muted small">
+                  {detail.counters.filesDone.toLocaleString()} files · {bytes(detail.counters.bytesRead)} read
+                  · {bytes(detail.counters.bytesNew)} new · {bytes(detail.counters.bytesStored)} written
+                  {detail.snapshotId ? ` · snapshot ${detail.snapshotId.slice(0, 10)}` : ''}
+                </p>
+              </div>
+              {detail.samples.length ? <ThroughputCharts samples={detail.samples} /> : null}
+              {detail.warningList.length ? (
+                <div className="card">
+                  <h3 className="section-title">Warnings ({detail.warningList.length})</h3>
+                  <ul className="warnings">
+                    {detail.warningList.map((w, i) => (
+                      <li key={i}>
+                        <span className="mono">{w.path}</span> — {w.reason}
+                      </li>
+                    ))}
+                  </ul>
+                </div>
+              ) : null}
+              <div className="card">
+                <h3 className="section-title">Log</h3>
+                <pre className="log" tabIndex={0} aria-label="Run log">
+                  {detail.log.join('\n') || 'No log lines.'}
+                </pre>
+              </div>
+            </div>
+          ) : null}
+        </div>
+      )}
+    </section>
+  );
+}

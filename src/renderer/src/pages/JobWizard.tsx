@@ -1,0 +1,588 @@
+/**
+ * New/Edit job: sources, exclusions (presets and patterns), destination, schedule, retention and
+ * password, in steps, checked with the shared schema as the user goes and by the engine on save.
+ */
+import { useEffect, useMemo, useState } from 'react';
+import {
+  api,
+  ApiError,
+  errorMessage,
+  excludePresetPatterns,
+  jobInputSchema,
+  type ExcludePreset,
+  type JobInput,
+  type Retention,
+  type Schedule,
+} from '../api';
+import { useApp } from '../stores/app';
+import { useJobs } from '../stores/jobs';
+import { FolderInput } from '../components/DirBrowser';
+import { Field } from '../components/ui';
+import { Icon } from '../components/Icon';
+
+const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
+type Step = (typeof steps)[number];
+
+/** Which step a field of the schema belongs to. */
+function stepOf(path: string): Step {
+  if (path.startsWith('sources') || path.startsWith('excludes') || path === 'name') return 'Sources';
+  if (path.startsWith('destination')) return 'Destination';
+  if (path.startsWith('schedule')) return 'Schedule';
+  if (path.startsWith('retention')) return 'Retention';
+  return 'Security';
+}
+
+interface Form {
+  name: string;
+  sources: string[];
+  excludePresets: ExcludePreset[];
+  excludesText: string;
+  destination: string;
+  schedule: Schedule;
+  retention: Retention;
+  password: string;
+  confirm: string;
+  compressionLevel: number;
+  readLimitMBps: number;
+}
+
+const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+
+function NumberField({
+  id,
+  label,
+  value,
+  onChange,
+  min = 0,
+  max,
+  hint,
+}: {
+  id: string;
+  label: string;
+  value: number | undefined;
+  onChange: (n: number | undefined) => void;
+  min?: number;
+  max?: number;
+  hint?: string;
+}) {
+  return (
+    <Field label={label} htmlFor={id} hint={hint}>
+      <input
+        id={id}
+        type="number"
+        min={min}
+        max={max}
+        value={value ?? ''}
+        onChange={(e) => onChange(e.target.value === '' ? undefined : Number(e.target.value))}
+      />
+    </Field>
+  );
+}
+
+export function JobWizard({ jobId }: { jobId?: string }) {
+  const info = useApp((s) => s.info);
+  const navigate = useApp((s) => s.navigate);
+  const toast = useApp((s) => s.toast);
+  const reload = useJobs((s) => s.load);
+  const editing = !!jobId;
+  const [step, setStep] = useState<Step>('Sources');
+  const [adding, setAdding] = useState('');
+  const [saving, setSaving] = useState(false);
+  const [serverIssues, setServerIssues] = useState<Record<string, string>>({});
+  const [serverError, setServerError] = useState<string | null>(null);
+  const [touched, setTouched] = useState<Set<Step>>(new Set());
+  const [form, setForm] = useState<Form>({
+    name: '',
+    sources: [],
+    excludePresets: ['caches', 'temp', 'trash'],
+    excludesText: '',
+    destination: '',
+    schedule: { kind: 'daily', time: '21:00' },
+    retention: { keepLast: 3, keepDaily: 7, keepWeekly: 4, keepMonthly: 12 },
+    password: '',
+    confirm: '',
+    compressionLevel: 3,
+    readLimitMBps: 0,
+  });
+  const set = (patch: Partial<Form>) => {
+    setForm((f) => ({ ...f, ...patch }));
+    setServerIssues({});
+    setServerError(null);
+  };
+
+  useEffect(() => {
+    if (!editing && info && !form.destination) setForm((f) => ({ ...f, destination: info.defaultRepoDir }));
+  }, [info, editing, form.destination]);
+
+  useEffect(() => {
+    if (!jobId) return;
+    void api
+      .call('jobs.get', { id: jobId })
+      .then((j) =>
+        setForm((f) => ({
+          ...f,
+          name: j.name,
+          sources: j.sources,
+          excludePresets: j.excludePresets,
+          excludesText: j.excludes.join('\n'),
+          destination: j.destination.path,
+          schedule: j.schedule,
+          retention: j.retention,
+          compressionLevel: j.options.compressionLevel ?? 3,
+          readLimitMBps: j.options.readLimitMBps ?? 0,
+        })),
+      )
+      .catch((err) => toast('error', errorMessage(err)));
+  }, [jobId, toast]);
+
+  const input: JobInput = useMemo(
+    () => ({
+      name: form.name,
+      sources: form.sources,
+      excludes: form.excludesText
+        .split('\n')
+        .map((l) => l.trim())
+        .filter(Boolean),
+      excludePresets: form.excludePresets,
+      destination: { kind: 'local', path: form.destination },
+      schedule: form.schedule,
+      retention: form.retention,
+      options: { compressionLevel: form.compressionLevel, readLimitMBps: form.readLimitMBps || undefined },
+      password: editing ? 'unchanged-password' : form.password,
+    }),
+    [form, editing],
+  );
+
+  const issues = useMemo(() => {
+    const out: Record<string, string> = {};
+    const r = jobInputSchema.safeParse(input);
+    if (!r.success) for (const i of r.error.issues) out[i.path.join('.')] ??= i.message;
+    if (!editing && form.password && form.confirm !== form.password)
+      out.confirm = 'the passwords do not match';
+    return { ...out, ...serverIssues };
+  }, [input, editing, form.password, form.confirm, serverIssues]);
+
+  const stepIssues = (s: Step) =>
+    Object.keys(issues).filter((k) => (k === 'confirm' ? 'Security' : stepOf(k)) === s);
+  const shown = (key: string, s: Step) => (touched.has(s) || serverIssues[key] ? issues[key] : undefined);
+
+  const idx = steps.indexOf(step);
+  const next = () => {
+    setTouched((t) => new Set(t).add(step));
+    if (stepIssues(step).length === 0) setStep(steps[Math.min(idx + 1, steps.length - 1)]);
+  };
+
+  const addSource = (p: string) => {
+    const v = p.trim();
+    if (!v || form.sources.includes(v)) return;
+    set({ sources: [...form.sources, v], name: form.name || v.split(/[\\/]/).filter(Boolean).pop() || v });
+    setAdding('');
+  };
+
+  const save = async () => {
+    setTouched(new Set(steps));
+    const bad = steps.find((s) => stepIssues(s).length > 0);
+    if (bad) {
+      setStep(bad);
+      return;
+    }
+    setSaving(true);
+    try {
+      if (editing) {
+        // eslint-disable-next-line @typescript-eslint/no-unused-vars
+        const { password, ...changes } = input;
+        await api.call('jobs.update', { id: jobId!, changes });
+        toast('success', `Saved "${form.name}"`);
+      } else {
+        await api.call('jobs.create', input);
+        toast('success', `Created "${form.name}"`);
+      }
+      await reload();
+      navigate({ page: 'dashboard' });
+    } catch (err) {
+      if (err instanceof ApiError && err.issues?.length) {
+        const map: Record<string, string> = {};
+        for (const i of err.issues) map[i.path] = i.message;
+        setServerIssues(map);
+        setStep(stepOf(err.issues[0].path));
+      } else {
+        setServerError(errorMessage(err));
+        if (err instanceof ApiError && err.code === 'WRONG_PASSWORD') setStep('Security');
+      }
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  const sched = form.schedule;
+  return (
+    <section aria-labelledby="page-title" className="wizard">
+      <header className="page-head">
+        <div>
+          <h1 id="page-title">{editing ? `Edit “${form.name}”` : 'New backup job'}</h1>
+          <p className="muted">What to back up, where to, and how often.</p>
+        </div>
+      </header>
+      <nav className="stepper" aria-label="Steps">
+        <ol>
+          {steps.map((s, i) => (
+            <li key={s}>
+              <button
+                className={`step ${s === step ? 'current' : ''} ${touched.has(s) && stepIssues(s).length ? 'invalid' : ''}`}
+                aria-current={s === step ? 'step' : undefined}
+                onClick={() => setStep(s)}
+              >
+                <span className="step-num">
+                  {touched.has(s) && stepIssues(s).length === 0 && s !== step ? (
+                    <Icon name="check" size={14} />
+                  ) : (
+                    i + 1
+                  )}
+                </span>
+                {s}
+              </button>
+            </li>
+          ))}
+        </ol>
+      </nav>
+
+      <div className="card wizard-body">
+        {step === 'Sources' && (
+          <div className="form-grid">
+            <Field label="Job name" htmlFor="job-name" error={shown('name', 'Sources')}>
+              <input
+                id="job-name"
+                value={form.name}
+                onChange={(e) => set({ name: e.target.value })}
+                placeholder="My documents"
+              />
+            </Field>
+            <Field
+              label="Folders to back up"
+              htmlFor="source-add"
+              error={shown('sources', 'Sources') ?? shown('sources.0', 'Sources')}
+              hint="Add one or more folders."
+            >
+              <ul className="source-list" aria-label="Selected folders">
+                {form.sources.map((s) => (
+                  <li key={s}>
+                    <Icon name="folder" size={16} /> <span className="mono">{s}</span>
+                    <button
+                      className="icon-button"
+                      aria-label={`Remove ${s}`}
+                      onClick={() => set({ sources: form.sources.filter((x) => x !== s) })}
+                    >
+                      <Icon name="x" size={16} />
+                    </button>
+                  </li>
+                ))}
+              </ul>
+              <div className="row">
+                <FolderInput
+                  id="source-add"
+                  label="Folder to add"
+                  value={adding}
+                  onChange={setAdding}
+                  placeholder="/home/me/Documents"
+                />
+                <button className="button" onClick={() => addSource(adding)} disabled={!adding.trim()}>
+                  <Icon name="plus" size={16} /> Add folder
+                </button>
+              </div>
+            </Field>
+            <fieldset className="field">
+              <legend>Leave out</legend>
+              <div className="checks">
+                {(Object.keys(excludePresetPatterns) as ExcludePreset[]).map((p) => (
+                  <label key={p} className="check">
+                    <input
+                      type="checkbox"
+                      checked={form.excludePresets.includes(p)}
+                      onChange={(e) =>
+                        set({
+                          excludePresets: e.target.checked
+                            ? [...form.excludePresets, p]
+                            : form.excludePresets.filter((x) => x !== p),
+                        })
+                      }
+                    />
+                    {excludePresetPatterns[p].label}
+                  </label>
+                ))}
+              </div>
+            </fieldset>
+            <Field
+              label="Other patterns to leave out (one per line)"
+              htmlFor="excludes"
+              hint="Glob patterns, e.g. **/*.bak or **/Downloads"
+            >
+              <textarea
+                id="excludes"
+                rows={3}
+                value={form.excludesText}
+                onChange={(e) => set({ excludesText: e.target.value })}
+                spellCheck={false}
+              />
+            </Field>
+          </div>
+        )}
+
+        {step === 'Destination' && (
+          <div className="form-grid">
+            <Field
+              label="Destination folder"
+              htmlFor="destination"
+              error={shown('destination.path', 'Destination')}
+              hint="A folder on this computer or an external drive. A new folder is set up as an encrypted repository; an existing repository is reused."
+            >
+              <FolderInput
+                id="destination"
+                label="Destination folder"
+                value={form.destination}
+                onChange={(v) => set({ destination: v })}
+              />
+            </Field>
+          </div>
+        )}
+
+        {step === 'Schedule' && (
+          <div className="form-grid">
+            <fieldset className="field">
+              <legend>When to back up</legend>
+              <div className="segmented" role="radiogroup" aria-label="Schedule">
+                {(
+                  [
+                    ['manual', 'Manually'],
+                    ['hourly', 'Hourly'],
+                    ['every', 'Every N hours'],
+                    ['daily', 'Daily'],
+                    ['weekly', 'Weekly'],
+                  ] as const
+                ).map(([k, label]) => (
+                  <label key={k} className={`seg ${sched.kind === k ? 'on' : ''}`}>
+                    <input
+                      type="radio"
+                      name="schedule"
+                      checked={sched.kind === k}
+                      onChange={() =>
+                        set({
+                          schedule:
+                            k === 'manual'
+                              ? { kind: 'manual' }
+                              : k === 'hourly'
+                                ? { kind: 'hourly', minute: 0 }
+                                : k === 'every'
+                                  ? { kind: 'every', hours: 6 }
+                                  : k === 'daily'
+                                    ? { kind: 'daily', time: '21:00' }
+                                    : { kind: 'weekly', days: [1, 3, 5], time: '21:00' },
+                        })
+                      }
+                    />
+                    {label}
+                  </label>
+                ))}
+              </div>
+            </fieldset>
+            {sched.kind === 'hourly' && (
+              <NumberField
+                id="minute"
+                label="Minute past the hour"
+                min={0}
+                max={59}
+                value={sched.minute}
+                onChange={(n) => set({ schedule: { ...sched, minute: n ?? 0 } })}
+              />
+            )}
+            {sched.kind === 'every' && (
+              <NumberField
+                id="hours"
+                label="Hours between backups"
+                min={1}
+                max={168}
+                value={sched.hours}
+                onChange={(n) => set({ schedule: { ...sched, hours: n ?? 1 } })}
+              />
+            )}
+            {(sched.kind === 'daily' || sched.kind === 'weekly') && (
+              <Field label="Time of day" htmlFor="time" error={shown('schedule.time', 'Schedule')}>
+                <input
+                  id="time"
+                  type="time"
+                  value={sched.time}
+                  onChange={(e) => set({ schedule: { ...sched, time: e.target.value } })}
+                />
+              </Field>
+            )}
+            {sched.kind === 'weekly' && (
+              <fieldset className="field">
+                <legend>Days</legend>
+                <div className="checks">
+                  {days.map((d, i) => (
+                    <label key={d} className="check">
+                      <input
+                        type="checkbox"
+                        checked={sched.days.includes(i)}
+                        onChange={(e) =>
+                          set({
+                            schedule: {
+                              ...sched,
+                              days: e.target.checked ? [...sched.days, i] : sched.days.filter((x) => x !== i),
+                            },
+                          })
+                        }
+                      />
+                      {d}
+                    </label>
+                  ))}
+                </div>
+                {shown('schedule.days', 'Schedule') ? (
+                  <p className="error-text">{issues['schedule.days']}</p>
+                ) : null}
+              </fieldset>
+            )}
+            <p className="hint">
+              A backup missed while the computer was off runs once when Tidemark starts again.
+            </p>
+          </div>
+        )}
+
+        {step === 'Retention' && (
+          <div className="form-grid two">
+            <p className="hint span">
+              Older snapshots are thinned out after each backup. A snapshot kept by any rule stays.
+            </p>
+            {(
+              [
+                ['keepLast', 'Keep the last', 'snapshots'],
+                ['keepHourly', 'Hourly snapshots for', 'hours'],
+                ['keepDaily', 'Daily snapshots for', 'days'],
+                ['keepWeekly', 'Weekly snapshots for', 'weeks'],
+                ['keepMonthly', 'Monthly snapshots for', 'months'],
+                ['keepYearly', 'Yearly snapshots for', 'years'],
+              ] as const
+            ).map(([k, label, unit]) => (
+              <NumberField
+                key={k}
+                id={k}
+                label={`${label} (${unit})`}
+                value={form.retention[k]}
+                onChange={(n) => set({ retention: { ...form.retention, [k]: n } })}
+              />
+            ))}
+          </div>
+        )}
+
+        {step === 'Security' && (
+          <div className="form-grid two">
+            {editing ? (
+              <p className="hint span">The repository password is changed in Settings.</p>
+            ) : (
+              <>
+                <Field
+                  label="Password"
+                  htmlFor="password"
+                  error={shown('password', 'Security')}
+                  hint="Encrypts the backup. Without it nobody — including you — can restore."
+                >
+                  <input
+                    id="password"
+                    type="password"
+                    autoComplete="new-password"
+                    value={form.password}
+                    onChange={(e) => set({ password: e.target.value })}
+                  />
+                </Field>
+                <Field label="Confirm password" htmlFor="confirm" error={shown('confirm', 'Security')}>
+                  <input
+                    id="confirm"
+                    type="password"
+                    autoComplete="new-password"
+                    value={form.confirm}
+                    onChange={(e) => set({ confirm: e.target.value })}
+                  />
+                </Field>
+              </>
+            )}
+            <NumberField
+              id="compression"
+              label="Compression level (0 = off)"
+              min={0}
+              max={19}
+              value={form.compressionLevel}
+              onChange={(n) => set({ compressionLevel: n ?? 0 })}
+            />
+            <NumberField
+              id="read-limit"
+              label="Read limit (MB/s, 0 = unlimited)"
+              min={0}
+              value={form.readLimitMBps}
+              onChange={(n) => set({ readLimitMBps: n ?? 0 })}
+            />
+          </div>
+        )}
+
+        {step === 'Review' && (
+          <dl className="review">
+            <dt>Name</dt>
+            <dd>{form.name || '—'}</dd>
+            <dt>Folders</dt>
+            <dd className="mono">{form.sources.join(', ') || '—'}</dd>
+            <dt>Leave out</dt>
+            <dd>
+              {[...form.excludePresets.map((p) => excludePresetPatterns[p].label), ...input.excludes!].join(
+                ', ',
+              ) || 'Nothing'}
+            </dd>
+            <dt>Destination</dt>
+            <dd className="mono">{form.destination}</dd>
+            <dt>Schedule</dt>
+            <dd>
+              {sched.kind === 'manual'
+                ? 'Manually'
+                : sched.kind === 'daily'
+                  ? `Daily at ${sched.time}`
+                  : sched.kind === 'weekly'
+                    ? `Weekly at ${sched.time}`
+                    : sched.kind === 'hourly'
+                      ? 'Hourly'
+                      : `Every ${sched.hours} hours`}
+            </dd>
+            <dt>Retention</dt>
+            <dd>
+              {Object.entries(form.retention)
+                .filter(([, v]) => v)
+                .map(([k, v]) => `${k.replace('keep', '')}: ${v}`)
+                .join(' · ') || 'Keep everything'}
+            </dd>
+          </dl>
+        )}
+
+        {serverError ? (
+          <p className="error-banner" role="alert">
+            {serverError}
+          </p>
+        ) : null}
+      </div>
+
+      <footer className="wizard-actions">
+        <button className="button ghost" onClick={() => navigate({ page: 'dashboard' })}>
+          Cancel
+        </button>
+        <span className="spacer" />
+        <button className="button" disabled={idx === 0} onClick={() => setStep(steps[idx - 1])}>
+          Back
+        </button>
+        {step !== 'Review' ? (
+          <button className="button primary" onClick={next}>
+            Next
+          </button>
+        ) : (
+          <button className="button primary" onClick={() => void save()} disabled={saving}>
+            {saving ? 'Saving…' : editing ? 'Save changes' : 'Create job'}
+          </button>
+        )}
+      </footer>
+    </section>
+  );
+}

@@ -1,0 +1,174 @@
+/** Settings: theme, notifications, start at login, defaults for compression/throughput/workers, and passwords. */
+import { useState } from 'react';
+import { useApp } from '../stores/app';
+import { useJobs } from '../stores/jobs';
+import { api, errorMessage } from '../api';
+import { Field } from '../components/ui';
+
+function PasswordChange() {
+  const jobs = useJobs((s) => s.jobs);
+  const toast = useApp((s) => s.toast);
+  const [jobId, setJobId] = useState('');
+  const [oldPassword, setOld] = useState('');
+  const [newPassword, setNew] = useState('');
+  const [confirm, setConfirm] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const id = jobId || jobs[0]?.id || '';
+  const submit = async () => {
+    if (newPassword !== confirm) return setError('the new passwords do not match');
+    try {
+      await api.call('jobs.changePassword', { id, oldPassword, newPassword });
+      toast('success', 'Password changed');
+      setOld('');
+      setNew('');
+      setConfirm('');
+      setError(null);
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+  };
+  if (!jobs.length) return <p className="muted">Create a job first.</p>;
+  return (
+    <form
+      className="form-grid two"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void submit();
+      }}
+    >
+      <Field label="Job" htmlFor="pw-job">
+        <select id="pw-job" value={id} onChange={(e) => setJobId(e.target.value)}>
+          {jobs.map((j) => (
+            <option key={j.id} value={j.id}>
+              {j.name}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field label="Current password" htmlFor="pw-old">
+        <input
+          id="pw-old"
+          type="password"
+          autoComplete="current-password"
+          value={oldPassword}
+          onChange={(e) => setOld(e.target.value)}
+        />
+      </Field>
+      <Field label="New password" htmlFor="pw-new">
+        <input
+          id="pw-new"
+          type="password"
+          autoComplete="new-password"
+          value={newPassword}
+          onChange={(e) => setNew(e.target.value)}
+        />
+      </Field>
+      <Field label="Confirm new password" htmlFor="pw-confirm" error={error ?? undefined}>
+        <input
+          id="pw-confirm"
+          type="password"
+          autoComplete="new-password"
+          value={confirm}
+          onChange={(e) => setConfirm(e.target.value)}
+        />
+      </Field>
+      <div>
+        <button className="button primary" type="submit" disabled={!oldPassword || newPassword.length < 8}>
+          Change password
+        </button>
+      </div>
+    </form>
+  );
+}
+
+export function SettingsPage() {
+  const { settings, info, updateSettings } = useApp();
+  if (!settings) return null;
+  return (
+    <section aria-labelledby="page-title" className="settings">
+      <header className="page-head">
+        <div>
+          <h1 id="page-title">Settings</h1>
+          <p className="muted">
+            Tidemark {info?.version} · {info?.mode === 'electron' ? 'desktop app' : 'browser mode'} · data in{' '}
+            <span className="mono">{info?.dataDir}</span>
+          </p>
+        </div>
+      </header>
+      <div className="card">
+        <h2 className="section-title">Appearance and behaviour</h2>
+        <div className="form-grid two">
+          <Field label="Theme" htmlFor="theme">
+            <select
+              id="theme"
+              value={settings.theme}
+              onChange={(e) => void updateSettings({ theme: e.target.value as 'system' | 'light' | 'dark' })}
+            >
+              <option value="system">Follow the system</option>
+              <option value="light">Light</option>
+              <option value="dark">Dark</option>
+            </select>
+          </Field>
+          <div className="checks column">
+            <label className="check">
+              <input
+                type="checkbox"
+                checked={settings.notifications}
+                onChange={(e) => void updateSettings({ notifications: e.target.checked })}
+              />{' '}
+              Notify me about failed or missed backups
+            </label>
+            <label className="check">
+              <input
+                type="checkbox"
+                checked={settings.startAtLogin}
+                disabled={info?.mode !== 'electron'}
+                onChange={(e) => void updateSettings({ startAtLogin: e.target.checked })}
+              />{' '}
+              Start Tidemark when I log in{' '}
+              {info?.mode !== 'electron' ? <span className="muted small">(desktop app only)</span> : null}
+            </label>
+          </div>
+        </div>
+      </div>
+      <div className="card">
+        <h2 className="section-title">Performance defaults</h2>
+        <div className="form-grid three">
+          <Field label="Compression level (0 = off, 3 = balanced, 19 = smallest)" htmlFor="set-compression">
+            <input
+              id="set-compression"
+              type="number"
+              min={0}
+              max={19}
+              value={settings.compressionLevel}
+              onChange={(e) => void updateSettings({ compressionLevel: Number(e.target.value) })}
+            />
+          </Field>
+          <Field label="Read limit (MB/s, 0 = unlimited)" htmlFor="set-limit">
+            <input
+              id="set-limit"
+              type="number"
+              min={0}
+              value={settings.readLimitMBps}
+              onChange={(e) => void updateSettings({ readLimitMBps: Number(e.target.value) })}
+            />
+          </Field>
+          <Field label="Worker threads" htmlFor="set-workers">
+            <input
+              id="set-workers"
+              type="number"
+              min={1}
+              max={64}
+              value={settings.workers}
+              onChange={(e) => void updateSettings({ workers: Number(e.target.value) })}
+            />
+          </Field>
+        </div>
+      </div>
+      <div className="card">
+        <h2 className="section-title">Repository password</h2>
+        <PasswordChange />
+      </div>
+    </section>
+  );
+}

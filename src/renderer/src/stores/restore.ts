@@ -1,0 +1,170 @@
+/** The Restore page: chosen job and snapshot, the folder being browsed, search, versions and a restore. */
+import { create } from 'zustand';
+import {
+  api,
+  errorMessage,
+  type BrowseEntry,
+  type FileVersion,
+  type OverwritePolicy,
+  type RestoreStatus,
+  type SearchHit,
+  type SnapshotInfo,
+} from '../api';
+import { useApp } from './app';
+
+interface RestoreState {
+  jobId: string | null;
+  snapshots: SnapshotInfo[];
+  snapshotId: string | null;
+  path: string;
+  entries: BrowseEntry[];
+  loading: boolean;
+  error: string | null;
+  query: string;
+  hits: SearchHit[] | null;
+  searching: boolean;
+  versionsOf: string | null;
+  versions: FileVersion[];
+  selected: string[];
+  status: RestoreStatus | null;
+  selectJob(jobId: string): Promise<void>;
+  selectSnapshot(id: string, path?: string): Promise<void>;
+  open(path: string): Promise<void>;
+  search(query: string): Promise<void>;
+  clearSearch(): void;
+  showVersions(path: string | null): Promise<void>;
+  toggle(path: string): void;
+  setSelected(paths: string[]): void;
+  start(
+    target: { kind: 'original' } | { kind: 'folder'; path: string },
+    overwrite: OverwritePolicy,
+  ): Promise<void>;
+}
+
+const fail = (err: unknown) => useApp.getState().toast('error', errorMessage(err));
+
+/** The deepest folder all of a snapshot's sources share, where browsing starts. */
+function commonRoot(paths: string[]): string {
+  if (!paths.length) return '/';
+  const split = paths.map((p) => p.split(/[\\/]/).filter(Boolean));
+  const out: string[] = [];
+  for (let i = 0; i < split[0].length; i++) {
+    const c = split[0][i];
+    if (split.every((s) => s[i] === c)) out.push(c);
+    else break;
+  }
+  return '/' + out.join('/');
+}
+
+export const useRestore = create<RestoreState>((set, get) => ({
+  jobId: null,
+  snapshots: [],
+  snapshotId: null,
+  path: '/',
+  entries: [],
+  loading: false,
+  error: null,
+  query: '',
+  hits: null,
+  searching: false,
+  versionsOf: null,
+  versions: [],
+  selected: [],
+  status: null,
+  async selectJob(jobId) {
+    set({
+      jobId,
+      snapshots: [],
+      snapshotId: null,
+      entries: [],
+      hits: null,
+      query: '',
+      selected: [],
+      versionsOf: null,
+      error: null,
+    });
+    try {
+      const snapshots = await api.call('snapshots.list', { jobId });
+      set({ snapshots });
+      if (snapshots[0]) await get().selectSnapshot(snapshots[0].id);
+    } catch (err) {
+      set({ error: errorMessage(err) });
+    }
+  },
+  async selectSnapshot(id, path) {
+    const snap = get().snapshots.find((s) => s.id === id);
+    set({ snapshotId: id, selected: [] });
+    await get().open(path ?? commonRoot(snap?.paths ?? []));
+  },
+  async open(path) {
+    const { jobId, snapshotId } = get();
+    if (!jobId || !snapshotId) return;
+    set({ loading: true, error: null });
+    try {
+      const entries = await api.call('snapshots.browse', { jobId, snapshotId, path });
+      set({ entries, path, loading: false });
+    } catch (err) {
+      set({ loading: false, error: errorMessage(err) });
+    }
+  },
+  async search(query) {
+    const { jobId } = get();
+    set({ query });
+    if (!jobId || !query.trim()) return set({ hits: null });
+    set({ searching: true });
+    try {
+      const hits = await api.call('snapshots.search', { jobId, query: query.trim(), limit: 500 });
+      if (get().query === query) set({ hits, searching: false });
+    } catch (err) {
+      set({ searching: false });
+      fail(err);
+    }
+  },
+  clearSearch() {
+    set({ hits: null, query: '' });
+  },
+  async showVersions(path) {
+    const { jobId } = get();
+    if (!path || !jobId) return set({ versionsOf: null, versions: [] });
+    set({ versionsOf: path, versions: [] });
+    try {
+      set({ versions: await api.call('snapshots.versions', { jobId, path }) });
+    } catch (err) {
+      fail(err);
+    }
+  },
+  toggle(path) {
+    const sel = get().selected;
+    set({ selected: sel.includes(path) ? sel.filter((p) => p !== path) : [...sel, path] });
+  },
+  setSelected(paths) {
+    set({ selected: paths });
+  },
+  async start(target, overwrite) {
+    const { jobId, snapshotId, selected } = get();
+    if (!jobId || !snapshotId) return;
+    try {
+      const status = await api.call('restore.start', {
+        jobId,
+        snapshotId,
+        paths: selected,
+        target,
+        overwrite,
+      });
+      set({ status });
+    } catch (err) {
+      fail(err);
+    }
+  },
+}));
+
+api.on('restore.progress', (status) => {
+  if (useRestore.getState().status?.id !== status.id) return;
+  useRestore.setState({ status });
+  const app = useApp.getState();
+  if (status.status === 'completed')
+    app.toast('success', `Restored ${status.filesDone} file(s) to ${status.target}`);
+  else if (status.status === 'failed') app.toast('error', `Restore failed: ${status.error?.message ?? ''}`);
+  else if (status.status === 'completed-with-errors')
+    app.toast('error', `Restore finished with ${status.errors.length} error(s)`);
+});
