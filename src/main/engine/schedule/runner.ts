@@ -1,0 +1,327 @@
+/**
+ * JobRunner: what one run of a job does, start to finish, and what it leaves in the catalog.
+ *
+ *   open the repository → backup (incremental, or "full" on demand / when the last full one is older
+ *   than the job's fullEveryDays) with per-second throughput samples → record the result and the
+ *   skipped entries → apply the job's retention (forget) → sync the catalog (index the new snapshot,
+ *   drop forgotten ones) → prune when the repository's prune interval has passed → optional
+ *   verify-after-backup (check).
+ *
+ * The engine's functions are injected (JobEngine) so the runner is tested with fakes and wired to the
+ * real engine in one place. A failure after the snapshot was saved (indexing, retention, prune) is a
+ * warning, never a lost backup; a failed verification fails the run so the user is told.
+ */
+import type {
+  BackupOptions,
+  BackupProgress,
+  BackupResult,
+  CheckReport,
+  ForgetDecision,
+  PruneResult,
+  RetentionPolicy,
+} from '../operations.js';
+import type { Catalog } from '../catalog/catalog.js';
+import type { Job, RepositoryRecord, RunProblem, RunRecord, RunSample } from '../catalog/types.js';
+import { syncRepository, type SnapshotSource } from '../catalog/sync.js';
+import { AbortedError, errorToWire } from '../errors.js';
+import { createRunEvents, type RunEventEmitter } from './events.js';
+import { policyIsEmpty } from './retention.js';
+import type { RunRequest, Clock } from './scheduler.js';
+import { systemClock } from './scheduler.js';
+
+/** An open repository as the runner needs it. */
+export interface EngineRepo extends SnapshotSource {
+  close(): Promise<void>;
+}
+
+/** The engine operations a run uses. */
+export interface JobEngine<R extends EngineRepo = EngineRepo> {
+  /** Opens the job's repository (the caller looks up the password in its SecretStore). */
+  openRepo(job: Job, repository: RepositoryRecord): Promise<R>;
+  backup(repo: R, opts: BackupOptions): Promise<BackupResult>;
+  /** Applies `policy` to the snapshots of one job (snapshot.job === opts.job) and removes the others. */
+  forget?(
+    repo: R,
+    policy: RetentionPolicy,
+    opts: { dryRun: boolean; job: string; signal?: AbortSignal },
+  ): Promise<ForgetDecision>;
+  prune?(repo: R, opts: { signal?: AbortSignal }): Promise<PruneResult>;
+  check?(
+    repo: R,
+    opts: { readData: boolean; signal?: AbortSignal; snapshots?: string[] },
+  ): Promise<CheckReport>;
+}
+
+export interface JobRunnerOptions<R extends EngineRepo> {
+  catalog: Catalog;
+  engine: JobEngine<R>;
+  events?: RunEventEmitter;
+  clock?: Clock;
+  /** Host name recorded in snapshots (default: the engine's default). */
+  host?: string;
+  /** Progress events to the UI at most this often (default 250 ms); samples are taken every 1000 ms. */
+  progressIntervalMs?: number;
+}
+
+const DAY = 86_400_000;
+
+/** Per-second throughput samples from cumulative progress counters. */
+export class Sampler {
+  private last?: { t: number; read: number; stored: number; files: number };
+  readonly pending: RunSample[] = [];
+
+  constructor(private readonly intervalMs = 1000) {}
+
+  /** Returns a sample when at least intervalMs passed since the previous one (or `force`). */
+  offer(p: BackupProgress, force = false): RunSample | undefined {
+    const t = p.elapsedMs;
+    if (!this.last) {
+      this.last = { t: 0, read: 0, stored: 0, files: 0 };
+    }
+    const dt = t - this.last.t;
+    if (dt <= 0 || (!force && dt < this.intervalMs)) return undefined;
+    const s: RunSample = {
+      t,
+      readBps: ((p.bytesRead - this.last.read) * 1000) / dt,
+      writtenBps: ((p.bytesStored - this.last.stored) * 1000) / dt,
+      filesPerSec: ((p.filesDone - this.last.files) * 1000) / dt,
+      dedupRatio: p.bytesStored > 0 ? p.bytesDone / p.bytesStored : p.bytesDone > 0 ? 0 : 1,
+    };
+    this.last = { t, read: p.bytesRead, stored: p.bytesStored, files: p.filesDone };
+    this.pending.push(s);
+    return s;
+  }
+
+  take(): RunSample[] {
+    return this.pending.splice(0, this.pending.length);
+  }
+}
+
+export class JobRunner<R extends EngineRepo = EngineRepo> {
+  readonly events: RunEventEmitter;
+  private readonly catalog: Catalog;
+  private readonly engine: JobEngine<R>;
+  private readonly clock: Clock;
+  private readonly progressIntervalMs: number;
+
+  constructor(private readonly opts: JobRunnerOptions<R>) {
+    this.catalog = opts.catalog;
+    this.engine = opts.engine;
+    this.events = opts.events ?? createRunEvents();
+    this.clock = opts.clock ?? systemClock;
+    this.progressIntervalMs = opts.progressIntervalMs ?? 250;
+  }
+
+  /** True when this run should re-read everything (on demand, or the last full one is too old). */
+  fullDue(job: Job, now = this.clock.now()): boolean {
+    const every = job.options.fullEveryDays;
+    if (!every || every <= 0) return false;
+    const last = this.catalog.lastFullRun(job.id);
+    return !last || (last.startedAt ?? 0) <= now - every * DAY;
+  }
+
+  /** What retention would remove now (dry run), without changing anything. */
+  async previewRetention(job: Job): Promise<ForgetDecision> {
+    if (!this.engine.forget) throw new Error('this engine cannot apply retention');
+    const repo = await this.engine.openRepo(job, this.catalog.getRepository(job.repositoryId));
+    try {
+      return await this.engine.forget(repo, job.retention, { dryRun: true, job: job.key });
+    } finally {
+      await repo.close();
+    }
+  }
+
+  /** Runs a job now. Never throws for a failed run: the returned record says what happened. */
+  async run(job: Job, req: Partial<RunRequest> = {}): Promise<RunRecord> {
+    const catalog = this.catalog;
+    const signal = req.signal ?? new AbortController().signal;
+    const trigger = req.trigger ?? 'manual';
+    const full = !!req.full || this.fullDue(job);
+    const runId =
+      req.runId ??
+      catalog.createRun({ jobId: job.id, trigger, status: 'queued', scheduledFor: req.scheduledFor ?? null })
+        .id;
+    const startedAt = this.clock.now();
+    catalog.updateRun(runId, { status: 'running', startedAt, kind: full ? 'full' : 'backup' });
+    this.events.emit('run-started', { jobId: job.id, runId, trigger, full, at: startedAt });
+
+    const logLines: { t: number; line: string }[] = [];
+    const log = (line: string) => logLines.push({ t: this.clock.now(), line });
+    const problems: RunProblem[] = [];
+    const sampler = new Sampler();
+    let lastProgress: BackupProgress | undefined;
+    let lastEmit = -Infinity;
+    const flush = () => {
+      catalog.addRunSamples(runId, sampler.take());
+      catalog.addRunLog(runId, logLines.splice(0, logLines.length));
+    };
+
+    let repo: R | undefined;
+    let result: BackupResult | undefined;
+    let retentionSummary: Record<string, unknown> | null = null;
+    let verify: Record<string, unknown> | null = null;
+    let verifyFailed = false;
+    try {
+      const repository = catalog.getRepository(job.repositoryId);
+      log(`${full ? 'full' : 'incremental'} backup of ${job.sources.join(', ')} to ${repository.location}`);
+      repo = await this.engine.openRepo(job, repository);
+      result = await this.engine.backup(repo, {
+        paths: job.sources,
+        excludes: job.excludes,
+        job: job.key,
+        tags: job.options.tags,
+        host: job.options.host ?? this.opts.host,
+        forceFull: full,
+        fullScanReason: full ? 'full backup' : undefined,
+        compressionLevel: job.compressionLevel,
+        workers: job.options.workers,
+        readLimitBytesPerSec: job.options.readLimitBytesPerSec,
+        lowPriority: job.options.lowPriority,
+        signal,
+        log,
+        progress: (p) => {
+          lastProgress = p;
+          const sample = sampler.offer(p);
+          if (sample || p.elapsedMs - lastEmit >= this.progressIntervalMs) {
+            lastEmit = p.elapsedMs;
+            this.events.emit('run-progress', { jobId: job.id, runId, progress: p, sample });
+          }
+          if (sampler.pending.length >= 10) flush();
+        },
+      });
+      if (lastProgress) sampler.offer(lastProgress, true);
+      for (const s of result.skipped) {
+        problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
+      }
+      catalog.updateRun(runId, { snapshotId: result.snapshotId });
+      log(`snapshot ${result.snapshotId.slice(0, 12)} saved (${result.skipped.length} entries skipped)`);
+
+      // Retention, then the catalog (which indexes the new snapshot and drops forgotten ones).
+      if (!policyIsEmpty(job.retention) && this.engine.forget) {
+        this.events.emit('run-phase', { jobId: job.id, runId, phase: 'retention' });
+        try {
+          const d = await this.engine.forget(repo, job.retention, { dryRun: false, job: job.key, signal });
+          retentionSummary = { kept: d.keep.length, removed: d.remove.map((s) => s.id) };
+          log(`retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)`);
+        } catch (err) {
+          if (signal.aborted) throw err;
+          problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
+        }
+      }
+      this.events.emit('run-phase', { jobId: job.id, runId, phase: 'indexing' });
+      try {
+        const sync = await syncRepository(catalog, job.repositoryId, repo, { signal });
+        log(
+          `catalog: ${sync.added} snapshot(s) added, ${sync.removed} removed, ${sync.index.newEntries} entries indexed`,
+        );
+      } catch (err) {
+        if (signal.aborted) throw err;
+        problems.push({
+          severity: 'warning',
+          message: `indexing the snapshot failed: ${(err as Error).message}`,
+        });
+      }
+      const due =
+        repository.pruneEveryDays <= 0 ||
+        repository.lastPruneAt === null ||
+        repository.lastPruneAt <= this.clock.now() - repository.pruneEveryDays * DAY;
+      if (this.engine.prune && due && retentionSummary) {
+        this.events.emit('run-phase', { jobId: job.id, runId, phase: 'prune' });
+        try {
+          const pr = await this.engine.prune(repo, { signal });
+          catalog.markPruned(job.repositoryId, this.clock.now());
+          retentionSummary.prune = pr;
+          log(
+            `prune: ${pr.packsRemoved} pack(s) removed, ${pr.packsRewritten} rewritten, ${pr.bytesFreed} bytes freed`,
+          );
+        } catch (err) {
+          if (signal.aborted) throw err;
+          problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
+        }
+      }
+      if (job.options.verifyAfterBackup && this.engine.check) {
+        this.events.emit('run-phase', { jobId: job.id, runId, phase: 'verify' });
+        const report = await this.engine.check(repo, {
+          readData: !!job.options.verifyReadData,
+          signal,
+          snapshots: [result.snapshotId],
+        });
+        verify = { ok: report.ok, problems: report.problems.length, readData: !!job.options.verifyReadData };
+        for (const p of report.problems) {
+          problems.push({ severity: 'error', path: p.affects[0], message: p.message, code: p.kind });
+        }
+        verifyFailed = !report.ok;
+        log(report.ok ? 'verify: ok' : `verify: ${report.problems.length} problem(s)`);
+      }
+
+      const end = this.clock.now();
+      const warnings = problems.filter((p) => p.severity === 'warning').length;
+      catalog.addRunProblems(runId, problems);
+      flush();
+      if (verifyFailed) {
+        const error = {
+          name: 'VerifyError',
+          code: 'VERIFY_FAILED',
+          message: `the new backup did not verify (${verify?.problems} problem(s)): run "tidemark check" and see the run's errors`,
+        };
+        catalog.updateRun(runId, {
+          status: 'failed',
+          endedAt: end,
+          error,
+          verify,
+          retention: retentionSummary,
+          counters: { ...(lastProgress ?? {}) },
+        });
+        this.events.emit('run-failed', { jobId: job.id, runId, error, at: end });
+      } else {
+        const status =
+          result.status === 'completed' && warnings === 0 ? 'completed' : 'completed-with-warnings';
+        catalog.updateRun(runId, {
+          status,
+          endedAt: end,
+          verify: verify ?? undefined,
+          retention: retentionSummary ?? undefined,
+          counters: { ...(lastProgress ?? {}), stats: result.snapshot.stats },
+        });
+        this.events.emit('run-finished', {
+          jobId: job.id,
+          runId,
+          status,
+          snapshotId: result.snapshotId,
+          warnings,
+          at: end,
+        });
+      }
+    } catch (err) {
+      const end = this.clock.now();
+      const cancelled = signal.aborted || err instanceof AbortedError;
+      log(cancelled ? 'cancelled' : `failed: ${(err as Error)?.message ?? String(err)}`);
+      if (lastProgress) sampler.offer(lastProgress, true);
+      catalog.addRunProblems(runId, problems);
+      flush();
+      const error = errorToWire(err);
+      catalog.updateRun(runId, {
+        status: cancelled ? 'cancelled' : 'failed',
+        endedAt: end,
+        error: cancelled ? undefined : error,
+        counters: { ...(lastProgress ?? {}) },
+        ...(result ? { snapshotId: result.snapshotId } : {}),
+      });
+      if (cancelled) {
+        this.events.emit('run-finished', {
+          jobId: job.id,
+          runId,
+          status: 'cancelled',
+          snapshotId: result?.snapshotId ?? null,
+          warnings: 0,
+          at: end,
+        });
+      } else {
+        this.events.emit('run-failed', { jobId: job.id, runId, error, at: end });
+      }
+    } finally {
+      if (repo) await repo.close().catch(() => {});
+    }
+    return catalog.getRun(runId);
+  }
+}
