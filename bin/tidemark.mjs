@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 // Runs the Tidemark CLI from the TypeScript sources (tsx registers the loader in-process).
-import { register } from 'tsx/esm/api';
+// More libuv threads: file reads and lstat calls of the scan run in parallel on them.
+process.env.UV_THREADPOOL_SIZE ??= '16';
+const { register } = await import('tsx/esm/api');
 register();
 await import(new URL('../src/main/cli/main.ts', import.meta.url).href);

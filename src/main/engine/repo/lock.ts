@@ -20,7 +20,17 @@ export interface LockInfo {
   purpose: string;
 }
 
-export const DEFAULT_LEASE_MS = 5 * 60_000;
+export const DEFAULT_LEASE_MS = Number(process.env.TIDEMARK_LOCK_LEASE_MS) || 5 * 60_000;
+
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 export class RepoLock {
   private timer?: NodeJS.Timeout;
@@ -89,7 +99,8 @@ export async function acquireLock(
   const { id } = await saveJson(backend, key, 'locks', info);
   const others = (await listLocks(backend, key)).filter((l) => l.id !== id);
   for (const l of others) {
-    const expired = Date.parse(l.info.expires) < now();
+    // a lock of a process on this computer that no longer runs is stale at once (crash, kill -9)
+    const expired = Date.parse(l.info.expires) < now() || (l.info.host === os.hostname() && !processAlive(l.info.pid));
     if (expired) {
       await backend.remove('locks', l.id);
       continue;

@@ -57,10 +57,12 @@ export interface RepoStats {
 const MAX_UPLOADS = 4;
 
 export class Repository {
-  readonly index = new BlobIndex();
+  index = new BlobIndex();
   private indexLoaded = false;
   private indexLoading?: Promise<void>;
   readonly indexFiles = new Set<string>();
+  /** Index files that could not be read: their blobs count as absent (re-uploaded, or reported by check). */
+  readonly indexErrors: { name: string; message: string }[] = [];
   /** Blob IDs (hex) accepted for writing but not yet in an uploaded pack. */
   private readonly pending = new Set<string>();
   private readonly builders = new Map<BlobType, PackBuilder>();
@@ -139,16 +141,33 @@ export class Repository {
       for await (const o of this.backend.list('index')) names.push(o.name);
       await mapLimit(names, 8, async (name) => {
         if (this.indexFiles.has(name)) return;
-        const raw = await this.backend.load('index', name);
-        const plain = decodeObject(this.key, raw, `index/${name.slice(0, 12)}`);
-        decodeIndex(plain, `index/${name.slice(0, 12)}`, (id, loc) => {
-          this.index.add(id, loc);
-        });
-        this.indexFiles.add(name);
+        try {
+          const raw = await this.backend.load('index', name);
+          const plain = decodeObject(this.key, raw, `index/${name.slice(0, 12)}`);
+          // decode fully before adding, so a truncated file adds nothing half-way
+          const entries: [Buffer, BlobLocation][] = [];
+          decodeIndex(plain, `index/${name.slice(0, 12)}`, (id, loc) => entries.push([Buffer.from(id), loc]));
+          for (const [id, loc] of entries) this.index.add(id, loc);
+          this.indexFiles.add(name);
+        } catch (err) {
+          if (err instanceof NotFoundError) return; // replaced by a concurrent prune
+          if (!(err instanceof CorruptObjectError)) throw err;
+          this.indexErrors.push({ name, message: err.message });
+        }
       });
       this.indexLoaded = true;
     })();
     await this.indexLoading;
+  }
+
+  /** Forgets the loaded index (after prune replaced index files); the next use reloads it. */
+  invalidateIndex(): void {
+    this.index = new BlobIndex();
+    this.indexLoaded = false;
+    this.indexLoading = undefined;
+    this.indexFiles.clear();
+    this.indexErrors.length = 0;
+    this.treeCache.clear();
   }
 
   /** True when the blob is stored or being stored. */

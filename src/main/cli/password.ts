@@ -1,0 +1,60 @@
+/** Where the CLI gets passwords: --password-file, TIDEMARK_PASSWORD(_FILE), or a hidden prompt on a terminal. */
+import fs from 'node:fs/promises';
+import { UsageError } from '../engine/errors.js';
+
+export async function readPasswordFile(file: string): Promise<string> {
+  const text = await fs.readFile(file, 'utf8').catch((err) => {
+    throw new UsageError(`cannot read the password file ${file}: ${err.message}`);
+  });
+  return text.replace(/\r?\n$/, '');
+}
+
+export async function prompt(question: string): Promise<string> {
+  const stdin = process.stdin;
+  if (!stdin.isTTY) throw new UsageError('no password given: use --password-file, TIDEMARK_PASSWORD or TIDEMARK_PASSWORD_FILE, or run on a terminal');
+  process.stderr.write(question);
+  stdin.setRawMode(true);
+  stdin.resume();
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const onData = (buf: Buffer) => {
+      for (const ch of buf.toString('utf8')) {
+        if (ch === '\r' || ch === '\n') {
+          finish();
+          resolve(out);
+          return;
+        }
+        if (ch === '\u0003') {
+          finish();
+          reject(new UsageError('cancelled'));
+          return;
+        }
+        if (ch === '\u007f') out = out.slice(0, -1);
+        else out += ch;
+      }
+    };
+    const finish = () => {
+      stdin.setRawMode(false);
+      stdin.pause();
+      stdin.off('data', onData);
+      process.stderr.write('\n');
+    };
+    stdin.on('data', onData);
+  });
+}
+
+export async function getPassword(opts: { passwordFile?: string }, what = 'repository password'): Promise<string> {
+  if (opts.passwordFile) return readPasswordFile(opts.passwordFile);
+  if (process.env.TIDEMARK_PASSWORD_FILE) return readPasswordFile(process.env.TIDEMARK_PASSWORD_FILE);
+  if (process.env.TIDEMARK_PASSWORD !== undefined) return process.env.TIDEMARK_PASSWORD;
+  return prompt(`Enter ${what}: `);
+}
+
+export async function getNewPassword(opts: { newPasswordFile?: string }): Promise<string> {
+  if (opts.newPasswordFile) return readPasswordFile(opts.newPasswordFile);
+  if (process.env.TIDEMARK_NEW_PASSWORD !== undefined) return process.env.TIDEMARK_NEW_PASSWORD;
+  const a = await prompt('Enter the new password: ');
+  const b = await prompt('Enter it again: ');
+  if (a !== b) throw new UsageError('the passwords do not match');
+  return a;
+}
