@@ -1,0 +1,120 @@
+/**
+ * The catalog and the JobRunner against the real engine: a repository in a temp folder, real backups,
+ * retention through the engine's forget, and a catalog rebuilt from the repository.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Catalog } from '../../src/main/engine/catalog/catalog.js';
+import { KeyFileSecretStore } from '../../src/main/engine/catalog/secrets.js';
+import { rebuildRepository } from '../../src/main/engine/catalog/sync.js';
+import { JobRunner } from '../../src/main/engine/schedule/runner.js';
+import {
+  createJobEngine,
+  openCatalogRepository,
+  storeRepositorySecrets,
+} from '../../src/main/engine/schedule/engine.js';
+import { initRepository } from '../../src/main/engine/repo/repository.js';
+import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
+
+let tmp: string;
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-catalog-int-'));
+});
+afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+function write(rel: string, content: string) {
+  const p = path.join(tmp, 'src', rel);
+  fs.mkdirSync(path.dirname(p), { recursive: true });
+  fs.writeFileSync(p, content);
+}
+
+describe('catalog with the real engine', () => {
+  it('runs jobs, indexes snapshots, applies retention and rebuilds identically', async () => {
+    const repoDir = path.join(tmp, 'repo');
+    const init = await initRepository(new LocalBackend(repoDir), 'pw-123', { kdf: { N: 1024 } });
+    await init.close();
+    write('docs/report.txt', 'first version');
+    write('docs/notes.md', 'notes');
+    write('photos/IMG_0001.jpg', 'jpeg bytes');
+
+    const dataDir = path.join(tmp, 'data');
+    const secrets = new KeyFileSecretStore(dataDir);
+    const catalog = new Catalog(dataDir);
+    const repository = catalog.addRepository({ name: 'local', location: repoDir, options: {} });
+    await storeRepositorySecrets(secrets, repository.id, { password: 'pw-123' });
+    const job = catalog.addJob({
+      name: 'home',
+      repositoryId: repository.id,
+      sources: [path.join(tmp, 'src')],
+      excludes: [],
+      schedule: { kind: 'manual' },
+      retention: { keepLast: 2 },
+      compressionLevel: 3,
+      options: { verifyAfterBackup: true, workers: 1 },
+      enabled: true,
+    });
+    const runner = new JobRunner({ catalog, engine: createJobEngine({ secrets }) });
+
+    const r1 = await runner.run(job);
+    expect(r1.error).toBeNull();
+    expect(r1.status).toBe('completed');
+    expect(r1.verify).toMatchObject({ ok: true });
+    write('docs/report.txt', 'second version, longer');
+    const r2 = await runner.run(job);
+    write('docs/new.txt', 'added');
+    const r3 = await runner.run(job);
+    expect([r2.status, r3.status]).toEqual(['completed', 'completed']);
+
+    // keepLast 2: the first snapshot is gone from the repository and the catalog
+    const snaps = catalog.listSnapshots(repository.id);
+    expect(snaps.map((s) => s.snapId)).toEqual([r2.snapshotId, r3.snapshotId]);
+    const docsPath = path.join(tmp, 'src', 'docs').split(path.sep).join('/');
+    const listing = catalog.files.list(snaps[1].id, docsPath);
+    expect(listing?.map((e) => e.name)).toEqual(['new.txt', 'notes.md', 'report.txt']);
+    expect(catalog.files.search('img_0001').map((h) => h.path)).toEqual([
+      path.join(tmp, 'src', 'photos', 'IMG_0001.jpg').split(path.sep).join('/'),
+    ]);
+    const hist = catalog.files.history(docsPath + '/report.txt');
+    expect(hist.map((h) => [h.size, h.changed])).toEqual([
+      [22, true],
+      [22, false],
+    ]);
+    expect(catalog.runSamples(r1.id).length).toBeGreaterThan(0);
+
+    const results = (c: Catalog) => {
+      const rows = c.listSnapshots();
+      return {
+        snaps: rows.map((s) => s.snapId),
+        lists: rows.map((s) => c.files.list(s.id, docsPath)),
+        search: c.files
+          .search('.txt')
+          .map((h) => [h.path, h.snapshots.map((id) => c.snapshotById(id)!.snapId)]),
+        history: c.files.history(docsPath + '/report.txt').map((h) => ({ ...h, snapshot: 0 })),
+      };
+    };
+    const before = results(catalog);
+    catalog.close();
+
+    // delete the catalog database, rebuild it from the repository
+    for (const f of fs.readdirSync(dataDir))
+      if (f.startsWith('catalog.sqlite')) fs.rmSync(path.join(dataDir, f));
+    const fresh = new Catalog(dataDir);
+    const repo2 = fresh.addRepository({ name: 'local', location: repoDir, options: {} });
+    await storeRepositorySecrets(secrets, repo2.id, { password: 'pw-123' });
+    const repo = await openCatalogRepository(secrets, fresh.getRepository(repo2.id));
+    try {
+      const res = await rebuildRepository(fresh, repo2.id, repo);
+      expect(res.indexed).toBe(2);
+    } finally {
+      await repo.close();
+    }
+    expect(results(fresh)).toEqual(before);
+    fresh.close();
+    // the password lives in the 0600 key file, not in the database
+    const db = fs.readFileSync(path.join(dataDir, 'catalog.sqlite'));
+    expect(db.includes(Buffer.from('pw-123'))).toBe(false);
+    if (process.platform !== 'win32') expect(fs.statSync(secrets.file).mode & 0o777).toBe(0o600);
+  });
+});
