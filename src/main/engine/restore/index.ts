@@ -20,6 +20,7 @@ import { nameBytes, isSafeName } from '../repo/tree.js';
 import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
 import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
+import { setTimes } from './times.js';
 
 interface PlannedFile {
   abs: Buffer;
@@ -49,9 +50,6 @@ function isZero(b: Uint8Array): boolean {
   return Buffer.compare(Buffer.from(b.buffer, b.byteOffset, b.byteLength), ZERO.subarray(0, b.length)) === 0;
 }
 
-function toNs(ns: string | undefined): number | undefined {
-  return ns === undefined ? undefined : Number(BigInt(ns) / 1000n) / 1e6; // seconds with µs precision
-}
 
 export async function restore(repo: Repository, opts: RestoreOptions): Promise<RestoreResult> {
   const started = Date.now();
@@ -305,8 +303,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         const tgt = s.node.linkTargetRaw !== undefined ? Buffer.from(s.node.linkTargetRaw, 'base64') : Buffer.from(s.node.linkTarget ?? '');
         await fs.symlink(tgt, s.abs);
         if (isRoot && s.node.uid !== undefined) await fs.lchown(s.abs, s.node.uid, s.node.gid ?? 0);
-        const m = toNs(s.node.mtimeNs)!;
-        await fs.lutimes(s.abs, m, m);
+        await setTimes(s.abs, s.node.mtimeNs, s.node.mtimeNs, true);
       } catch (err) {
         errors.push({ path: s.abs.toString(), code: (err as NodeJS.ErrnoException).code ?? 'EIO', message: (err as Error).message });
       }
@@ -379,8 +376,7 @@ async function freeName(abs: Buffer): Promise<Buffer> {
 async function applyMetadata(abs: Buffer, node: TreeNode, isRoot: boolean): Promise<void> {
   if (isRoot && node.uid !== undefined) await fs.lchown(abs, node.uid, node.gid ?? 0);
   await fs.chmod(abs, node.mode & 0o7777);
-  const m = toNs(node.mtimeNs)!;
-  await fs.utimes(abs, m, m);
+  await setTimes(abs, node.mtimeNs, node.mtimeNs, true);
 }
 
 function coalesce(blobs: { id: string; loc: BlobLocation }[]): { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] {

@@ -1,0 +1,44 @@
+/**
+ * Setting file times with nanosecond precision. Node's fs.utimes takes seconds as a double, which
+ * cannot hold today's times to the nanosecond, so the small native addon native/fsmeta (utimensat)
+ * is used when it was built; otherwise fs.utimes/lutimes (precise to about a microsecond).
+ */
+import fs from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+interface FsMeta {
+  setTimes(path: Buffer, atimeNs: bigint, mtimeNs: bigint, noFollow: boolean): void;
+}
+
+function loadAddon(): FsMeta | undefined {
+  if (process.platform === 'win32' || process.env.TIDEMARK_NO_NATIVE_TIMES === '1') return undefined;
+  const require = createRequire(import.meta.url);
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  for (const candidate of [
+    path.resolve(here, '../../../../native/fsmeta/build/Release/tidemark_fsmeta.node'),
+    path.resolve(here, '../native/tidemark_fsmeta.node'),
+    path.resolve(process.resourcesPath ?? '', 'app.asar.unpacked/native/fsmeta/build/Release/tidemark_fsmeta.node'),
+  ]) {
+    try {
+      return require(candidate) as FsMeta;
+    } catch {}
+  }
+  return undefined;
+}
+
+const addon = loadAddon();
+
+export const nanosecondTimes = !!addon;
+
+/** Sets atime and mtime (nanoseconds since the epoch, as decimal strings); never follows a final symlink when noFollow. */
+export async function setTimes(p: Buffer, mtimeNs: string, atimeNs: string = mtimeNs, noFollow = false): Promise<void> {
+  if (addon) {
+    addon.setTimes(p, BigInt(atimeNs), BigInt(mtimeNs), noFollow);
+    return;
+  }
+  const sec = (ns: string) => Number(BigInt(ns) / 1000n) / 1e6;
+  if (noFollow) await fs.lutimes(p, sec(atimeNs), sec(mtimeNs));
+  else await fs.utimes(p, sec(atimeNs), sec(mtimeNs));
+}
