@@ -9,6 +9,7 @@
  * This file is shared by main, preload and renderer: it imports nothing from Node or Electron.
  */
 import { z } from 'zod';
+import { API_EVENTS, API_METHODS } from './channels.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -360,7 +361,11 @@ export const argSchemas = {
 } as const;
 
 export type ApiMethod = keyof typeof argSchemas;
-export const apiMethods = Object.keys(argSchemas) as ApiMethod[];
+export const apiMethods: readonly ApiMethod[] = API_METHODS;
+// compile-time check: the name list in channels.ts is exactly the contract's calls
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const _methodsMatch: Same<(typeof API_METHODS)[number], ApiMethod> = true;
+void _methodsMatch;
 
 export type ApiArgs = { [M in ApiMethod]: z.input<(typeof argSchemas)[M]> };
 /** Arguments after validation (defaults applied). */
@@ -407,13 +412,9 @@ export interface ApiEvents {
   'settings.changed': Settings;
 }
 export type ApiEvent = keyof ApiEvents;
-export const apiEvents: ApiEvent[] = [
-  'run.progress',
-  'run.finished',
-  'jobs.changed',
-  'restore.progress',
-  'settings.changed',
-];
+export const apiEvents: readonly ApiEvent[] = API_EVENTS;
+const _eventsMatch: Same<(typeof API_EVENTS)[number], ApiEvent> = true;
+void _eventsMatch;
 
 /** What a transport needs from the implementation, and what the renderer's client offers. */
 export interface ApiClient {

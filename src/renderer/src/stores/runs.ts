@@ -19,7 +19,7 @@ interface RunsState {
 
 const fail = (err: unknown) => useApp.getState().toast('error', errorMessage(err));
 
-export const useRuns = create<RunsState>((set, get) => ({
+export const useRuns = create<RunsState>((set) => ({
   live: {},
   finished: {},
   history: [],

@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+// `npm start`: builds the app (electron-vite) and opens the Electron window where an Electron binary is
+// installed; without one (a headless box, CI, ELECTRON_SKIP_BINARY_DOWNLOAD) it starts browser mode.
+// `npm run serve` (--serve): browser mode explicitly — the UI on 127.0.0.1 with a random access token.
+// Other arguments go to the server: --port N, --data DIR (default $TIDEMARK_HOME or ~/.tidemark).
+/* global process, console */
+import { spawn, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = process.argv.slice(2);
+const serveOnly = args.includes('--serve');
+const rest = args.filter((a) => a !== '--serve');
+const bin = (name) => path.join(root, 'node_modules', '.bin', process.platform === 'win32' ? `${name}.cmd` : name);
+
+function run(cmd, cmdArgs) {
+  const r = spawnSync(cmd, cmdArgs, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
+function electronBinary() {
+  try {
+    const p = createRequire(import.meta.url)('electron');
+    return typeof p === 'string' && fs.existsSync(p) ? p : null;
+  } catch {
+    return null;
+  }
+}
+
+function serve() {
+  const child = spawn(process.execPath, [path.join(root, 'bin/run-ts.mjs'), path.join(root, 'src/main/api/serve.ts'), ...rest], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
+  child.on('exit', (code) => process.exit(code ?? 0));
+}
+
+if (serveOnly) {
+  console.log('Building the user interface…');
+  run(bin('vite'), ['build', '-c', 'src/renderer/vite.config.ts']);
+  serve();
+} else {
+  console.log('Building Tidemark (electron-vite build)…');
+  run(bin('electron-vite'), ['build']);
+  const electron = electronBinary();
+  const display = process.platform !== 'linux' || process.env.DISPLAY || process.env.WAYLAND_DISPLAY;
+  if (electron && display) {
+    const child = spawn(electron, [root, ...rest], { cwd: root, stdio: 'inherit' });
+    child.on('exit', (code) => process.exit(code ?? 0));
+  } else {
+    console.log(
+      electron
+        ? 'No display found: starting browser mode instead of the Electron window.'
+        : 'No Electron binary is installed (ELECTRON_SKIP_BINARY_DOWNLOAD): starting browser mode instead.',
+    );
+    serve();
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * Electron main entry: wires the API over the engine and stores (the one composition root with the
+ * headless server, src/main/api/serve.ts) and hands it to the desktop shell.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createApi } from './api/wiring.js';
+import { desktop, runDesktopApp } from './app/index.js';
+
+const outDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const { api, state } = createApi({ mode: 'electron', desktop });
+const started = await runDesktopApp(api, outDir, async () => {
+  await api.close();
+  state.flush();
+});
+if (started) api.startScheduler();
