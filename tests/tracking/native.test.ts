@@ -1,0 +1,151 @@
+// The real native backends (fanotify as root, recursive inotify) on a scratch tree: each kind of
+// change must dirty the right directories, and nothing outside the roots may leak in.
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { collect, nativeSkipReason, scratchDir, startNative } from './helpers.js';
+import type { NativeTracker } from '../../src/main/tracking/native.js';
+import { startChangeTracker } from '../../src/main/tracking/select.js';
+
+const dirsToRemove: string[] = [];
+afterAll(() => dirsToRemove.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
+
+for (const backend of ['fanotify', 'inotify'] as const) {
+  const skip = nativeSkipReason(backend);
+  describe.skipIf(!!skip)(`native ${backend} tracker${skip ? ` (skipped: ${skip})` : ''}`, () => {
+    let base: string;
+    let root: string;
+    let outside: string;
+    let tracker: NativeTracker;
+    let c: ReturnType<typeof collect>;
+
+    beforeEach(async () => {
+      base = scratchDir(backend);
+      dirsToRemove.push(base);
+      root = path.join(base, 'root');
+      outside = path.join(base, 'outside');
+      for (const d of ['a/b', 'c', 'moveme/inner']) fs.mkdirSync(path.join(root, d), { recursive: true });
+      fs.mkdirSync(outside);
+      fs.writeFileSync(path.join(root, 'a/file'), 'one');
+      fs.writeFileSync(path.join(root, 'a/b/deep'), 'two');
+      fs.writeFileSync(path.join(root, 'moveme/inner/x'), 'x');
+      tracker = await startNative(backend, [root]);
+      c = collect(tracker);
+      await c.take();
+    });
+    afterEach(async () => {
+      await tracker.stop();
+    });
+
+    it('dirties the parent of created, written, appended, truncated and deleted files', async () => {
+      fs.writeFileSync(path.join(root, 'c/new'), 'n');
+      expect((await c.take()).dirs).toEqual([path.join(root, 'c')]);
+      fs.appendFileSync(path.join(root, 'a/b/deep'), 'more');
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a/b')]);
+      fs.truncateSync(path.join(root, 'a/file'), 1);
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a')]);
+      fs.unlinkSync(path.join(root, 'a/file'));
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a')]);
+    });
+
+    it('dirties the parent on metadata changes: chmod, touch with an old mtime, and chmod of a directory', async () => {
+      fs.chmodSync(path.join(root, 'a/b/deep'), 0o600);
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a/b')]);
+      fs.utimesSync(path.join(root, 'a/file'), new Date(2001, 1, 1), new Date(2001, 1, 1));
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a')]);
+      fs.chmodSync(path.join(root, 'a/b'), 0o700);
+      expect((await c.take()).dirs).toContain(path.join(root, 'a'));
+    });
+
+    it('dirties both parents of a rename, and a moved-in or created directory as a whole tree', async () => {
+      fs.renameSync(path.join(root, 'a/file'), path.join(root, 'c/file'));
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a'), path.join(root, 'c')]);
+      fs.renameSync(path.join(root, 'moveme'), path.join(root, 'c/moved'));
+      let r = await c.take();
+      expect(r.dirs).toEqual(expect.arrayContaining([root, path.join(root, 'c')]));
+      expect(r.trees).toEqual([path.join(root, 'c/moved')]);
+      fs.mkdirSync(path.join(root, 'fresh/sub'), { recursive: true });
+      fs.writeFileSync(path.join(root, 'fresh/sub/f'), 'f');
+      r = await c.take();
+      expect(r.dirs).toContain(root);
+      expect(r.trees).toContain(path.join(root, 'fresh'));
+      // the moved directory and the new one are tracked from now on
+      fs.writeFileSync(path.join(root, 'c/moved/inner/y'), 'y');
+      fs.writeFileSync(path.join(root, 'fresh/sub/g'), 'g');
+      expect((await c.take()).dirs).toEqual([path.join(root, 'c/moved/inner'), path.join(root, 'fresh/sub')]);
+    });
+
+    it('dirties the parent of symlinks and replaced entries', async () => {
+      fs.symlinkSync('file', path.join(root, 'a/link'));
+      expect((await c.take()).dirs).toEqual([path.join(root, 'a')]);
+      fs.rmSync(path.join(root, 'a/b'), { recursive: true });
+      fs.writeFileSync(path.join(root, 'a/b'), 'now a file');
+      const r = await c.take();
+      expect(r.dirs).toContain(path.join(root, 'a'));
+    });
+
+    it('ignores changes outside the roots, and a directory moved out of them', async () => {
+      fs.writeFileSync(path.join(outside, 'x'), 'x');
+      fs.renameSync(path.join(root, 'moveme'), path.join(outside, 'gone'));
+      expect((await c.take()).dirs).toEqual([root]);
+      fs.writeFileSync(path.join(outside, 'gone/inner/z'), 'z');
+      const r = await c.take();
+      expect(r.dirs).toEqual([]);
+      expect(r.trees).toEqual([]);
+    });
+
+    it('a directory moved in from outside becomes a dirty tree', async () => {
+      fs.mkdirSync(path.join(outside, 'incoming/sub'), { recursive: true });
+      await c.take();
+      fs.renameSync(path.join(outside, 'incoming'), path.join(root, 'incoming'));
+      const r = await c.take();
+      expect(r.trees).toEqual([path.join(root, 'incoming')]);
+      fs.writeFileSync(path.join(root, 'incoming/sub/f'), 'f');
+      expect((await c.take()).dirs).toEqual([path.join(root, 'incoming/sub')]);
+    });
+
+    it('reports a change it cannot place (a file with several hard links) as lost', async () => {
+      fs.linkSync(path.join(root, 'a/file'), path.join(root, 'c/hard'));
+      let r = await c.take();
+      expect(r.lost.join()).toMatch(/hard/);
+      fs.appendFileSync(path.join(root, 'c/hard'), 'via the second name');
+      r = await c.take();
+      expect(r.lost.join()).toMatch(/hard link/);
+    });
+
+    it('reports the removal of a root as a breakdown (or a dirty tree where it can still follow)', async () => {
+      fs.rmSync(root, { recursive: true });
+      const r = await c.take();
+      if (backend === 'inotify') {
+        expect(r.broken.join()).toMatch(/root/);
+        expect(tracker.state).toBe('broken');
+      } else {
+        expect(r.trees).toEqual([root]);
+      }
+    });
+  });
+}
+
+describe('backend selection', () => {
+  it('falls back to "none" with the reasons when nothing can start', async () => {
+    const base = scratchDir('select');
+    dirsToRemove.push(base);
+    const { tracker, attempts } = await startChangeTracker([path.join(base, 'missing')], { backends: ['inotify'] });
+    expect(tracker.backend).toBe('none');
+    expect(tracker.state).toBe('unavailable');
+    expect(attempts).toHaveLength(1);
+    expect(tracker.broken).toMatch(/inotify/);
+  });
+
+  it.skipIf(process.platform !== 'linux' || !!nativeSkipReason('inotify'))('picks a working Linux backend by default', async () => {
+    const base = scratchDir('select');
+    dirsToRemove.push(base);
+    const { tracker } = await startChangeTracker([base]);
+    try {
+      expect(tracker.backend).toBe(process.getuid?.() === 0 ? 'fanotify' : 'inotify');
+      expect(tracker.state).toBe('running');
+    } finally {
+      await tracker.stop();
+    }
+  });
+});
