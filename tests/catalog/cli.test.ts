@@ -1,0 +1,124 @@
+/** The job, scheduler-free and catalog commands through the real CLI program (in process). */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/main/cli/program.js';
+import { registerJobCommands } from '../../src/main/cli/commands/jobs.js';
+
+let tmp: string;
+const saved: Record<string, string | undefined> = {};
+beforeAll(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-jobs-cli-'));
+  for (const k of ['TIDEMARK_HOME', 'TIDEMARK_PASSWORD', 'TIDEMARK_TEST_KDF_N', 'TIDEMARK_REPOSITORY'])
+    saved[k] = process.env[k];
+  process.env.TIDEMARK_HOME = path.join(tmp, 'home');
+  process.env.TIDEMARK_PASSWORD = 'cli-secret-pw';
+  process.env.TIDEMARK_TEST_KDF_N = '1024';
+  delete process.env.TIDEMARK_REPOSITORY;
+});
+afterAll(() => {
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(args, { out: (s) => (out += s), err: (s) => (err += s), isTTY: false }, [
+    registerJobCommands,
+  ]);
+  return { code, out, err };
+}
+
+describe('tidemark job / catalog commands', () => {
+  it('adds, lists, edits, runs and removes a job; the catalog answers searches and rebuilds', async () => {
+    const repo = path.join(tmp, 'repo');
+    const src = path.join(tmp, 'src');
+    fs.mkdirSync(path.join(src, 'docs'), { recursive: true });
+    fs.writeFileSync(path.join(src, 'docs', 'Budget 2025.xlsx'), 'numbers');
+    expect((await cli('-r', repo, 'init')).code).toBe(0);
+
+    const add = await cli(
+      'job',
+      'add',
+      'docs',
+      src,
+      '--to',
+      repo,
+      '--daily',
+      '02:30',
+      '--tz',
+      'Europe/Berlin',
+      '--keep-last',
+      '3',
+    );
+    expect(add.err).toBe('');
+    expect(add.code).toBe(0);
+    expect(add.out).toMatch(/job 1 "docs": daily at 02:30, keep last 3/);
+
+    const edit = await cli(
+      'job',
+      'edit',
+      'docs',
+      '--weekly',
+      'mon,fri@21:00',
+      '--keep-daily',
+      '7',
+      '--verify',
+    );
+    expect(edit.code).toBe(0);
+    expect(edit.out).toContain('weekly on Mon, Fri at 21:00, keep daily 7');
+
+    const list = await cli('--json', 'job', 'list');
+    const jobs = JSON.parse(list.out);
+    expect(jobs).toHaveLength(1);
+    expect(jobs[0]).toMatchObject({
+      name: 'docs',
+      sources: [src],
+      schedule: { kind: 'weekly', days: [1, 5], time: '21:00' },
+      retention: { keepDaily: 7 },
+      options: { verifyAfterBackup: true },
+      lastRun: null,
+    });
+    expect(jobs[0].nextRun).toBeGreaterThan(Date.now());
+
+    const run = await cli('job', 'run', 'docs');
+    expect(run.err).toBe('');
+    expect(run.out).toMatch(/run \d+ of "docs": completed, snapshot [0-9a-f]{8}/);
+    expect(run.code).toBe(0);
+
+    const search = await cli('--json', 'catalog', 'search', 'budget');
+    expect(JSON.parse(search.out).map((h: any) => h.name)).toEqual(['Budget 2025.xlsx']);
+
+    // the password is in the key file, not in the catalog
+    const home = path.join(tmp, 'home');
+    expect(fs.readFileSync(path.join(home, 'catalog.sqlite')).includes(Buffer.from('cli-secret-pw'))).toBe(
+      false,
+    );
+    expect(fs.readFileSync(path.join(home, 'secrets.json'), 'utf8')).toContain('cli-secret-pw');
+
+    // delete the catalog database: jobs are gone with it, but the snapshots come back from the repository
+    for (const f of fs.readdirSync(home)) if (f.startsWith('catalog.sqlite')) fs.rmSync(path.join(home, f));
+    expect((await cli('job', 'add', 'docs2', src, '--to', repo, '--manual')).code).toBe(0);
+    const rebuild = await cli('catalog', 'rebuild');
+    expect(rebuild.code).toBe(0);
+    expect(rebuild.out).toContain('1 snapshot(s) indexed');
+    expect(JSON.parse((await cli('--json', 'catalog', 'search', 'budget')).out)).toHaveLength(1);
+
+    const runs = await cli('--json', 'job', 'runs');
+    expect(JSON.parse(runs.out)).toEqual([]);
+    const rm = await cli('job', 'remove', 'docs2', '--forget-repository');
+    expect(rm.out).toContain('removed job "docs2" and its repository');
+    expect(JSON.parse((await cli('--json', 'job', 'list')).out)).toEqual([]);
+  });
+
+  it('rejects bad schedules with a usage error', async () => {
+    const r = await cli('job', 'add', 'bad', tmp, '--to', path.join(tmp, 'nowhere'), '--daily', '25:99');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/invalid time/);
+  });
+});
