@@ -169,7 +169,8 @@ export class FileIndex {
   private pendingNames: [number, string][] = [];
   private pendingDirs: [number, number, number][] = [];
   private pendingDvs: [number, number, Buffer][] = [];
-  private pendingEntries: (number | null)[][] = [];
+  /** Entry rows, 7 values each, flat (fewer allocations than an array per row). */
+  private pendingEntries: (number | null)[] = [];
   private pendingSd: [number, number, number][] = [];
   private pendingReuse: [number, number][] = [];
 
@@ -231,7 +232,7 @@ export class FileIndex {
   }
 
   private pendingRows(): number {
-    return this.pendingEntries.length + this.pendingNames.length + this.pendingSd.length;
+    return this.pendingEntries.length / 7 + this.pendingNames.length + this.pendingSd.length;
   }
 
   private flush(): void {
@@ -243,7 +244,9 @@ export class FileIndex {
       }
       for (const r of this.pendingDirs) st.dirIns.run(r[0], r[1], r[2]);
       for (const r of this.pendingDvs) st.dvIns.run(r[0], r[1], r[2]);
-      for (const r of this.pendingEntries) st.entIns.run(r);
+      const e = this.pendingEntries;
+      for (let i = 0; i < e.length; i += 7)
+        st.entIns.run(e[i], e[i + 1], e[i + 2], e[i + 3], e[i + 4], e[i + 5], e[i + 6]);
       for (const r of this.pendingSd) st.sdIns.run(r[0], r[1], r[2]);
       for (const r of this.pendingReuse) st.sdReuse.run({ snapshot: r[0], dv: r[1] });
     })();
@@ -314,32 +317,39 @@ export class FileIndex {
       return existing;
     }
     const tree = await source.loadTree(treeId);
-    const rows: (number | null)[][] = [];
     const dv = ++this.nextDv;
-    for (const node of tree.nodes) {
-      const nameId = this.internName(node.name, true)!;
-      let child: number | null = null;
-      let fp: number | null = null;
+    // Children first (post-order), so that a written directory version always has complete children.
+    let children: number[] | undefined;
+    for (let i = 0; i < tree.nodes.length; i++) {
+      const node = tree.nodes[i];
       if (node.type === 'dir' && node.subtree) {
-        const childDir = this.internDir(dirId, nameId, true)!;
-        child = await this.indexDir(snapshot, childDir, node.subtree, source, stats, signal);
-      } else if (node.type === 'file') {
-        fp = contentFingerprint(node.content);
+        const childDir = this.internDir(dirId, this.internName(node.name, true)!, true)!;
+        (children ??= new Array(tree.nodes.length))[i] = await this.indexDir(
+          snapshot,
+          childDir,
+          node.subtree,
+          source,
+          stats,
+          signal,
+        );
       }
-      rows.push([
+    }
+    const out = this.pendingEntries;
+    for (let i = 0; i < tree.nodes.length; i++) {
+      const node = tree.nodes[i];
+      out.push(
         dv,
-        nameId,
+        this.internName(node.name, true)!,
         TYPE_CODE.get(node.type) ?? 0,
         node.size ?? null,
         mtimeMs(node.mtimeNs),
-        fp,
-        child,
-      ]);
+        node.type === 'file' ? contentFingerprint(node.content) : null,
+        children?.[i] ?? null,
+      );
     }
-    stats.newEntries += rows.length;
+    stats.newEntries += tree.nodes.length;
     stats.newDirVersions++;
     this.pendingDvs.push([dv, dirId, treeBuf]);
-    for (const r of rows) this.pendingEntries.push(r);
     this.pendingSd.push([snapshot, dirId, dv]);
     if (this.pendingRows() >= FLUSH_ROWS) this.flush();
     return dv;
