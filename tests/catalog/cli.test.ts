@@ -26,11 +26,14 @@ afterAll(() => {
 });
 
 async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return cliWith(undefined, ...args);
+}
+
+async function cliWith(signal: AbortSignal | undefined, ...args: string[]) {
   let out = '';
   let err = '';
-  const code = await runCli(args, { out: (s) => (out += s), err: (s) => (err += s), isTTY: false }, [
-    registerJobCommands,
-  ]);
+  const io = { out: (s: string) => (out += s), err: (s: string) => (err += s), isTTY: false };
+  const code = await runCli(args, io, [registerJobCommands], signal);
   return { code, out, err };
 }
 
@@ -120,5 +123,37 @@ describe('tidemark job / catalog commands', () => {
     const r = await cli('job', 'add', 'bad', tmp, '--to', path.join(tmp, 'nowhere'), '--daily', '25:99');
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/invalid time/);
+  });
+
+  it('runs the scheduler headless until interrupted, catching up a missed run', async () => {
+    const repo = path.join(tmp, 'repo-sched');
+    const src = path.join(tmp, 'src-sched');
+    fs.mkdirSync(src, { recursive: true });
+    fs.writeFileSync(path.join(src, 'a.txt'), 'a');
+    expect((await cli('-r', repo, 'init')).code).toBe(0);
+    expect((await cli('job', 'add', 'nightly', src, '--to', repo, '--hourly', '--tz', 'UTC')).code).toBe(0);
+    // pretend the scheduler last looked three hours ago (the machine was off since)
+    const { Catalog } = await import('../../src/main/engine/catalog/catalog.js');
+    const c = new Catalog(path.join(tmp, 'home'));
+    const job = c.findJob('nightly')!;
+    c.setJobCheckedAt(job.id, Date.now() - 3 * 3_600_000);
+    c.close();
+    const ac = new AbortController();
+    const done = cliWith(ac.signal, 'scheduler');
+    // wait until the catch-up run has finished, then stop the scheduler
+    for (let i = 0; i < 200; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      const c2 = new Catalog(path.join(tmp, 'home'));
+      const runs = c2.listRuns({ jobId: job.id });
+      c2.close();
+      if (runs.some((r) => r.status === 'completed')) break;
+    }
+    ac.abort();
+    const r = await done;
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/missed "nightly" at .* \(3×\), catching up now/);
+    expect(r.out).toMatch(/started "nightly" \(run \d+, catch-up\)/);
+    expect(r.out).toMatch(/finished "nightly": completed/);
+    expect(r.out).toContain('stopping');
   });
 });

@@ -1,0 +1,23 @@
+/**
+ * schedule/ — when jobs run, what a run does, and which snapshots retention keeps.
+ *
+ * - retention.ts: the pure grandfather-father-son policy (`applyRetentionPolicy`), shared with the
+ *   engine's forget.
+ * - schedules.ts: user schedules (hourly, every N hours, daily, weekly, cron) evaluated by croner in
+ *   the schedule's time zone (DST-safe).
+ * - scheduler.ts: fires due jobs, records a missed run once and catches up once after sleep or
+ *   shutdown, never overlaps runs of one job, one writer per repository, bounded concurrency, an
+ *   injected clock.
+ * - runner.ts: one run of a job — backup with per-second samples, skipped entries, retention, catalog
+ *   indexing, prune on the repository's schedule, optional verify — against an injected JobEngine.
+ * - engine.ts: the real engine behind JobEngine (repository secrets from a SecretStore).
+ * - events.ts: typed run events (started/progress/phase/finished/failed/missed/skipped) for the app.
+ *
+ * Not here: the engine operations themselves, or any UI/notification code.
+ */
+export * from './retention.js';
+export * from './schedules.js';
+export * from './scheduler.js';
+export * from './runner.js';
+export * from './events.js';
+export * from './engine.js';

@@ -1,0 +1,111 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Catalog } from '../../src/main/engine/catalog/catalog.js';
+import { KeyFileSecretStore, secretKeys } from '../../src/main/engine/catalog/secrets.js';
+import { migrate, openCatalogDb, schemaVersion } from '../../src/main/engine/catalog/db.js';
+import { splitSecretOptions, storeRepositorySecrets } from '../../src/main/engine/schedule/engine.js';
+
+let dir: string;
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-catalog-crud-'));
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('KeyFileSecretStore', () => {
+  it('keeps secrets in a 0600 file, survives reopening, deletes', async () => {
+    const s = new KeyFileSecretStore(dir);
+    expect(await s.get('x')).toBeUndefined();
+    await s.set(secretKeys.repositoryPassword(1), 'hunter2');
+    await s.set('other', 'v');
+    if (process.platform !== 'win32') expect(fs.statSync(s.file).mode & 0o777).toBe(0o600);
+    const again = new KeyFileSecretStore(dir);
+    expect(await again.get('repository/1/password')).toBe('hunter2');
+    await again.delete('other');
+    expect(await s.get('other')).toBeUndefined();
+    expect(fs.readdirSync(dir)).toEqual(['secrets.json']); // no temp files left behind
+    if (process.platform !== 'win32') {
+      fs.chmodSync(s.file, 0o644);
+      await s.get('x');
+      expect(fs.statSync(s.file).mode & 0o777).toBe(0o600);
+    }
+  });
+
+  it('splits backend options so secret keys go to the store', async () => {
+    const { plain, secret } = splitSecretOptions({
+      endpoint: 'http://x',
+      accessKeyId: 'AK',
+      secretAccessKey: 'SK',
+    });
+    expect(plain).toEqual({ endpoint: 'http://x', accessKeyId: 'AK' });
+    expect(secret).toEqual({ secretAccessKey: 'SK' });
+    const s = new KeyFileSecretStore(dir);
+    await storeRepositorySecrets(s, 7, { password: 'pw', options: secret });
+    expect(await s.get('repository/7/option/secretAccessKey')).toBe('SK');
+    expect(await s.get('repository/7/password')).toBe('pw');
+  });
+});
+
+describe('Catalog records', () => {
+  it('refuses secrets in repository options', () => {
+    const c = new Catalog(dir);
+    expect(() =>
+      c.addRepository({ name: 's3', location: 's3:host/b', options: { secretAccessKey: 'SK' } }),
+    ).toThrow(/secret/);
+    expect(() => c.addRepository({ name: 's3', location: 's3:host/b', options: { password: 'x' } })).toThrow(
+      /secret/,
+    );
+    const r = c.addRepository({
+      name: 's3',
+      location: 's3:host/b',
+      options: { accessKeyId: 'AK', region: 'eu' },
+    });
+    expect(c.getRepository(r.id).options).toEqual({ accessKeyId: 'AK', region: 'eu' });
+    c.close();
+  });
+
+  it('stores jobs as data, resets the schedule bookmark when the schedule changes, guards repositories', () => {
+    const c = new Catalog(dir);
+    const r = c.addRepository({ name: 'usb', location: '/mnt/usb', options: {} });
+    const j = c.addJob(
+      {
+        name: 'docs',
+        repositoryId: r.id,
+        sources: ['/home/a/Documents'],
+        excludes: ['*.tmp'],
+        schedule: { kind: 'daily', times: ['02:00'] },
+        retention: { keepDaily: 7 },
+        compressionLevel: 6,
+        options: { verifyAfterBackup: true, fullEveryDays: 30 },
+        enabled: true,
+      },
+      1000,
+    );
+    expect(c.findJob('docs')).toEqual(j);
+    expect(c.findJob(j.key)?.id).toBe(j.id);
+    expect(j.schedCheckedAt).toBe(1000);
+    c.setJobCheckedAt(j.id, 5000);
+    expect(c.updateJob(j.id, { compressionLevel: 1 }, 6000).schedCheckedAt).toBe(5000);
+    expect(c.updateJob(j.id, { schedule: { kind: 'hourly' } }, 7000).schedCheckedAt).toBe(7000);
+    expect(() => c.removeRepository(r.id)).toThrow(/used by 1 job/);
+    expect(() => c.addJob({ ...j, name: 'x', sources: [] })).toThrow(/at least one source/);
+    const run = c.createRun({ jobId: j.id, trigger: 'manual', status: 'running' });
+    c.addRunLog(run.id, [{ t: 1, line: 'a' }]);
+    c.addRunLog(run.id, [{ t: 2, line: 'b' }]);
+    expect(c.runLog(run.id).map((l) => l.line)).toEqual(['a', 'b']);
+    c.removeJob(j.id);
+    expect(() => c.getRun(run.id)).toThrow(/not found/); // runs go with their job
+    c.removeRepository(r.id);
+    expect(c.listRepositories()).toEqual([]);
+    c.close();
+  });
+
+  it('refuses a catalog written by a newer schema', () => {
+    const db = openCatalogDb(dir);
+    const v = schemaVersion(db);
+    db.pragma(`user_version = ${v + 5}`);
+    expect(() => migrate(db)).toThrow(/newer Tidemark/);
+    db.close();
+  });
+});
