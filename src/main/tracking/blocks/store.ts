@@ -220,6 +220,8 @@ export interface BeginOptions {
   tracker: ChangedBlockSource;
   mapper: FileMapper;
   log?: (line: string) => void;
+  /** resolves a path's filesystem (default: resolveFilesystem, from /proc and /sys) */
+  resolveFs?: (p: string) => Promise<FilesystemInfo>;
 }
 
 export class BlockChangeSession {
@@ -343,7 +345,9 @@ export class BlockChangeSession {
     if (hit) return hit;
     let v: FilesystemInfo | string;
     try {
-      const fs = await resolveFilesystem(p, (x) => this.opts.mapper.fsUuid(x));
+      const fs = this.opts.resolveFs
+        ? await this.opts.resolveFs(p)
+        : await resolveFilesystem(p, (x) => this.opts.mapper.fsUuid(x));
       v = filesystemUnsupportedReason(fs) ?? fs;
     } catch (e) {
       v = (e as Error).message;
