@@ -212,16 +212,21 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         }
         case 'file': {
           progress.bytesScanned += node.size ?? 0;
-          stats.files++;
-          stats.totalBytes += node.size ?? 0;
           if (!opts.forceFull && unchangedFile(prev, node)) {
             node.content = prev!.content;
+            stats.files++;
+            stats.totalBytes += node.size ?? 0;
             stats.filesUnchanged++;
             progress.filesDone++;
             progress.bytesDone += node.size ?? 0;
             return node;
           }
-          return readFile(abs, node, Number(st.mtimeNs / 1000n) / 1000);
+          const saved = await readFile(abs, node, Number(st.mtimeNs / 1000n) / 1000);
+          if (saved) {
+            stats.files++;
+            stats.totalBytes += saved.size ?? 0;
+          }
+          return saved;
         }
         case 'symlink': {
           try {

@@ -56,21 +56,16 @@ function tell(taskId: number, event: TaskEvent): void {
   port.postMessage({ type: 'event', taskId, seq: 0, event } satisfies FromWorker);
 }
 
-// Token bucket for the read limit, per worker.
+// Token bucket for the read limit, per worker: bytes already read are paid for by waiting until the
+// bucket is no longer in debt (at most one second of burst is kept).
 let tokens = 0;
 let lastRefill = Date.now();
 async function throttle(bytes: number): Promise<void> {
-  if (!init.readLimit) return;
-  for (;;) {
-    const now = Date.now();
-    tokens = Math.min(init.readLimit, tokens + ((now - lastRefill) / 1000) * init.readLimit);
-    lastRefill = now;
-    if (tokens >= bytes || tokens >= init.readLimit) {
-      tokens -= bytes;
-      return;
-    }
-    await new Promise((r) => setTimeout(r, Math.min(1000, ((bytes - tokens) / init.readLimit) * 1000)));
-  }
+  if (!init.readLimit || !bytes) return;
+  const now = Date.now();
+  tokens = Math.min(init.readLimit, tokens + ((now - lastRefill) / 1000) * init.readLimit) - bytes;
+  lastRefill = now;
+  if (tokens < 0) await new Promise((r) => setTimeout(r, (-tokens / init.readLimit) * 1000));
 }
 
 function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
@@ -90,7 +85,7 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
     const speculative: SealedBlobMsg[] = [];
     // Small files: one read, one chunk, no round trip — the blob travels with the result.
     const small = task.size < init.chunker.min;
-    const buf = Buffer.allocUnsafe(small ? Math.max(1, task.size + 1) : READ_BLOCK);
+    const buf = Buffer.allocUnsafe(Math.max(1, Math.min(READ_BLOCK, task.size + 1)));
     let start = 0; // first unconsumed byte in buf
     let end = 0; // end of valid data
     let eof = false;
@@ -101,9 +96,8 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
           end -= start;
           start = 0;
         }
-        const want = buf.length - end;
-        await throttle(want);
-        const { bytesRead: n } = await fh.read(buf, end, want, null);
+        const { bytesRead: n } = await fh.read(buf, end, buf.length - end, null);
+        await throttle(n);
         if (n === 0) eof = true;
         end += n;
         bytesRead += n;
