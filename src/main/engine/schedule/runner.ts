@@ -225,12 +225,13 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         repository.pruneEveryDays <= 0 ||
         repository.lastPruneAt === null ||
         repository.lastPruneAt <= this.clock.now() - repository.pruneEveryDays * DAY;
-      if (this.engine.prune && due && retentionSummary) {
+      // Prune on the repository's own interval (it also clears leftovers of interrupted backups).
+      if (this.engine.prune && due) {
         this.events.emit('run-phase', { jobId: job.id, runId, phase: 'prune' });
         try {
           const pr = await this.engine.prune(repo, { signal });
           catalog.markPruned(job.repositoryId, this.clock.now());
-          retentionSummary.prune = pr;
+          retentionSummary = { ...(retentionSummary ?? {}), prune: pr };
           log(
             `prune: ${pr.packsRemoved} pack(s) removed, ${pr.packsRewritten} rewritten, ${pr.bytesFreed} bytes freed`,
           );
