@@ -504,6 +504,23 @@ Napi::Value FsUuid(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), std::string(hex, 2 * u.len));
 }
 
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+
+// mountIdUnique(path) → decimal string of the mount's 64-bit never-reused ID (Linux 6.8+), or null.
+// (The classic mount ID of /proc/self/mountinfo is reused after an unmount, so it cannot detect remounts.)
+Napi::Value MountIdUnique(const Napi::CallbackInfo& info) {
+  std::string path = PathArg(info, "mountIdUnique");
+  struct statx sx {};
+  if (statx(AT_FDCWD, path.c_str(), AT_NO_AUTOMOUNT, STATX_MNT_ID_UNIQUE, &sx) != 0) {
+    int e = errno;
+    throw MakeError(info.Env(), ErrnoCode(e), "statx " + path + ": " + strerror(e));
+  }
+  if (!(sx.stx_mask & STATX_MNT_ID_UNIQUE)) return info.Env().Null();
+  return Napi::String::New(info.Env(), std::to_string((unsigned long long)sx.stx_mnt_id));
+}
+
 // probe() → {available, reason?}: can this process load and attach the tracker? (loads nothing persistent)
 Napi::Value Probe(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -546,6 +563,7 @@ Napi::Object InitAll(Napi::Env env, Napi::Object exports) {
   exports.Set("syncfs", Napi::Function::New(env, Syncfs));
   exports.Set("fsUuid", Napi::Function::New(env, FsUuid));
   exports.Set("probe", Napi::Function::New(env, Probe));
+  exports.Set("mountIdUnique", Napi::Function::New(env, MountIdUnique));
   return exports;
 }
 

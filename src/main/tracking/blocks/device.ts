@@ -8,6 +8,8 @@ export interface DiskInfo {
   minor: number;
   /** size in 512-byte sectors */
   sectors: number;
+  /** /sys/block/X/diskseq: a number never reused for another disk (or media) during a boot; null if absent */
+  diskseq?: number | null;
 }
 
 export interface FilesystemInfo {
@@ -18,6 +20,8 @@ export interface FilesystemInfo {
   /** first sector of the filesystem's device on the disk (0 unless a partition) */
   partStartSector: number;
   mountId: number;
+  /** never-reused mount ID (statx STATX_MNT_ID_UNIQUE, Linux 6.8+); null when the kernel lacks it */
+  mountUniqueId: string | null;
   mountPoint: string;
   fsType: string;
   mountOptions: string[];
@@ -88,10 +92,20 @@ async function readSys(p: string): Promise<string> {
 }
 
 /** Resolves the filesystem holding `p` (which must exist). Throws with a reason when it is not a block device. */
-export async function resolveFilesystem(
-  p: string,
-  fsUuid?: (p: string) => string | null,
-): Promise<FilesystemInfo> {
+export interface FsProbes {
+  fsUuid?(p: string): string | null;
+  mountIdUnique?(p: string): string | null;
+}
+
+async function readDiskseq(sysDir: string): Promise<number | null> {
+  try {
+    return Number(await readSys(path.join(sysDir, 'diskseq')));
+  } catch {
+    return null;
+  }
+}
+
+export async function resolveFilesystem(p: string, probes: FsProbes = {}): Promise<FilesystemInfo> {
   const abs = path.resolve(p);
   const st = await fsp.stat(abs, { bigint: true });
   const { major, minor } = decodeDev(st.dev);
@@ -113,9 +127,19 @@ export async function resolveFilesystem(
     partStartSector = Number(await readSys(path.join(real, 'start')));
     const parent = path.dirname(real);
     const [dmaj, dmin] = (await readSys(path.join(parent, 'dev'))).split(':').map(Number);
-    disk = { major: dmaj, minor: dmin, sectors: Number(await readSys(path.join(parent, 'size'))) };
+    disk = {
+      major: dmaj,
+      minor: dmin,
+      sectors: Number(await readSys(path.join(parent, 'size'))),
+      diskseq: await readDiskseq(parent),
+    };
   } else {
-    disk = { major, minor, sectors: Number(await readSys(path.join(real, 'size'))) };
+    disk = {
+      major,
+      minor,
+      sectors: Number(await readSys(path.join(real, 'size'))),
+      diskseq: await readDiskseq(real),
+    };
   }
   const mounts = (await readMountInfo()).filter((m) => m.major === major && m.minor === minor);
   // the mount whose mount point is the longest prefix of the path
@@ -126,8 +150,12 @@ export async function resolveFilesystem(
   }
   if (!best) throw new Error(`no mount of device ${major}:${minor} holds ${abs}`);
   let uuid: string | null = null;
+  let mountUniqueId: string | null = null;
   try {
-    uuid = fsUuid ? fsUuid(abs) : null;
+    uuid = probes.fsUuid ? probes.fsUuid(abs) : null;
+  } catch {}
+  try {
+    mountUniqueId = probes.mountIdUnique ? probes.mountIdUnique(abs) : null;
   } catch {}
   return {
     major,
@@ -135,6 +163,7 @@ export async function resolveFilesystem(
     disk,
     partStartSector,
     mountId: best.mountId,
+    mountUniqueId,
     mountPoint: best.mountPoint,
     fsType: best.fsType,
     mountOptions: [...best.options, ...best.superOptions],

@@ -60,6 +60,8 @@ export interface CbtNative {
   fiemap(path: string): Promise<NativeFileMap>;
   syncfs(path: string): Promise<void>;
   fsUuid(path: string): string | null;
+  /** the mount's never-reused 64-bit ID (Linux 6.8+) as a decimal string, or null */
+  mountIdUnique(path: string): string | null;
   probe(): { available: boolean; reason?: string };
 }
 

@@ -150,6 +150,7 @@ class World {
     disk: this.disk,
     partStartSector: PART_START_SECTOR,
     mountId: this.mountId,
+    mountUniqueId: String(this.mountId),
     mountPoint: path.dirname(p),
     fsType: 'ext4',
     mountOptions: ['rw'],

@@ -43,6 +43,7 @@ export interface FsIdentity {
   major: number;
   minor: number;
   mountId: number;
+  mountUniqueId: string | null;
   uuid: string | null;
   partStartSector: number;
   fsType: string;
@@ -81,6 +82,7 @@ export interface StoreBody {
 export interface FileMapper {
   fiemap(path: string): Promise<NativeFileMap>;
   fsUuid(path: string): string | null;
+  mountIdUnique?(path: string): string | null;
 }
 
 // ---------------------------------------------------------------- persistence
@@ -184,6 +186,7 @@ function sameFs(a: FsIdentity, b: FsIdentity): boolean {
     a.major === b.major &&
     a.minor === b.minor &&
     a.mountId === b.mountId &&
+    a.mountUniqueId === b.mountUniqueId &&
     a.uuid === b.uuid &&
     a.partStartSector === b.partStartSector &&
     a.fsType === b.fsType
@@ -195,6 +198,7 @@ function fsIdentity(fs: FilesystemInfo): FsIdentity {
     major: fs.major,
     minor: fs.minor,
     mountId: fs.mountId,
+    mountUniqueId: fs.mountUniqueId,
     uuid: fs.uuid,
     partStartSector: fs.partStartSector,
     fsType: fs.fsType,
@@ -347,7 +351,7 @@ export class BlockChangeSession {
     try {
       const fs = this.opts.resolveFs
         ? await this.opts.resolveFs(p)
-        : await resolveFilesystem(p, (x) => this.opts.mapper.fsUuid(x));
+        : await resolveFilesystem(p, this.opts.mapper);
       v = filesystemUnsupportedReason(fs) ?? fs;
     } catch (e) {
       v = (e as Error).message;

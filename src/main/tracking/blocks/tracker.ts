@@ -58,7 +58,7 @@ export class BlockTracker implements ChangedBlockSource {
     const problems: string[] = [];
     for (const p of paths) {
       try {
-        fss.push(await resolveFilesystem(p, native.fsUuid));
+        fss.push(await resolveFilesystem(p, native));
       } catch (e) {
         problems.push((e as Error).message);
       }

@@ -1,0 +1,165 @@
+// Continuity against the real kernel: a tracker restart, a remount and a generation taken behind the store's
+// back all force whole-file reads; a filesystem in a partition is mapped through the partition's offset on
+// its disk (the block layer reports whole-disk sectors); writes through the raw device are seen too.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { cbtAvailability, hasAddpart, makeLoopExt4, type LoopFs } from './helpers.js';
+import { BlockTracker } from '../../src/main/tracking/blocks/tracker.js';
+import {
+  BlockChangeSession,
+  computeChangedRanges,
+  type FileMapper,
+} from '../../src/main/tracking/blocks/store.js';
+import { loadCbtNative } from '../../src/main/tracking/blocks/native.js';
+import { resolveFilesystem } from '../../src/main/tracking/blocks/device.js';
+
+const avail = cbtAvailability();
+const MiB = 1 << 20;
+
+function pwrite(f: string, off: number, buf: Buffer): void {
+  const fd = fs.openSync(f, 'r+');
+  fs.writeSync(fd, buf, 0, buf.length, off);
+  fs.closeSync(fd);
+}
+
+async function startTracker(p: string): Promise<BlockTracker> {
+  const t = await BlockTracker.start([p]);
+  if (!t.ok) throw new Error(t.reason);
+  return t.tracker;
+}
+
+describe.skipIf(!avail.ok)('block tracking continuity (real kernel)', () => {
+  let loop: LoopFs;
+  let mapper: FileMapper;
+  beforeAll(() => {
+    loop = makeLoopExt4(64);
+    const load = loadCbtNative();
+    if (!load.ok) throw new Error(load.reason);
+    mapper = load.native;
+  });
+  afterAll(() => loop?.cleanup());
+
+  async function backup(tracker: BlockTracker, file: string, logs: string[] = []) {
+    const s = await BlockChangeSession.begin([loop.mnt], {
+      dir: path.join(loop.dir, 'store'),
+      consumer: 'job',
+      tracker,
+      mapper,
+      log: (l) => logs.push(l),
+    });
+    const d = await s.rangesFor(file);
+    await s.commit();
+    return d;
+  }
+
+  it('a tracker restart, a remount and a stolen generation each force a whole read once', async () => {
+    const f = path.join(loop.mnt, 'f.bin');
+    fs.writeFileSync(f, randomBytes(4 * MiB));
+    let tracker = await startTracker(loop.mnt);
+    try {
+      expect(await backup(tracker, f)).toEqual({ whole: expect.stringMatching(/no baseline/) });
+      pwrite(f, MiB, Buffer.alloc(10, 1));
+      expect(await backup(tracker, f)).toEqual({ ranges: [{ offset: MiB, length: 4096 }] });
+
+      // the tracker restarts: whatever happened while it was down is unknown
+      tracker.stop();
+      pwrite(f, 2 * MiB, Buffer.alloc(10, 2));
+      tracker = await startTracker(loop.mnt);
+      const logs: string[] = [];
+      expect(await backup(tracker, f, logs)).toEqual({ whole: expect.stringMatching(/no baseline/) });
+      expect(logs.join('\n')).toMatch(/tracker was restarted/);
+      expect(await backup(tracker, f)).toEqual({ ranges: [] });
+
+      // remount: a new mount instance (the tracker keeps running, the disk is the same)
+      loop.remount();
+      expect(await backup(tracker, f)).toEqual({ whole: expect.stringMatching(/remounted/) });
+      pwrite(f, 3 * MiB, Buffer.alloc(10, 3));
+      expect(await backup(tracker, f)).toEqual({ ranges: [{ offset: 3 * MiB, length: 4096 }] });
+
+      // a generation taken without the store (another program, a bug): the gap is detected
+      const fsInfo = await resolveFilesystem(loop.mnt);
+      await tracker.syncAndSwap([loop.mnt], fsInfo.disk);
+      const logs2: string[] = [];
+      expect(await backup(tracker, f, logs2)).toEqual({ whole: expect.stringMatching(/no baseline/) });
+      expect(logs2.join('\n')).toMatch(/does not follow/);
+    } finally {
+      tracker.stop();
+    }
+  });
+
+  it('writes through the raw block device are seen', async () => {
+    const f = path.join(loop.mnt, 'raw.bin');
+    fs.writeFileSync(f, randomBytes(MiB));
+    const tracker = await startTracker(loop.mnt);
+    try {
+      await backup(tracker, f);
+      const map = await mapper.fiemap(f);
+      // write the file's 3rd block directly on the loop device (as a disk tool or a VM would)
+      const fd = fs.openSync(loop.fsDev, 'r+');
+      fs.writeSync(fd, Buffer.alloc(4096, 0xaa), 0, 4096, map.extents[0].physical + 2 * 4096);
+      fs.fsyncSync(fd);
+      fs.closeSync(fd);
+      expect(await backup(tracker, f)).toEqual({ ranges: [{ offset: 8192, length: 4096 }] });
+    } finally {
+      tracker.stop();
+    }
+  });
+});
+
+describe.skipIf(!avail.ok || !hasAddpart())('block tracking of a filesystem in a partition', () => {
+  let loop: LoopFs;
+  beforeAll(() => {
+    loop = makeLoopExt4(96, { partition: { startSector: 32768 + 8 * 3 } }); // 16 MiB + 12 KiB: not 64 KiB aligned
+  });
+  afterAll(() => loop?.cleanup());
+
+  it('tracks the whole disk and maps file extents through the partition offset', async () => {
+    const load = loadCbtNative();
+    if (!load.ok) throw new Error(load.reason);
+    const info = await resolveFilesystem(loop.mnt);
+    expect(info.partStartSector).toBe(32768 + 24);
+    expect(`/dev/${path.basename(loop.loopDev)}`).toBe(loop.loopDev);
+    const diskDev = fs.readFileSync(`/sys/class/block/${path.basename(loop.loopDev)}/dev`, 'utf8').trim();
+    expect(`${info.disk.major}:${info.disk.minor}`).toBe(diskDev);
+    expect(`${info.major}:${info.minor}`).not.toBe(diskDev);
+
+    const t = await BlockTracker.start([loop.mnt]);
+    if (!t.ok) throw new Error(t.reason);
+    const tracker = t.tracker;
+    try {
+      const f = path.join(loop.mnt, 'p.bin');
+      fs.writeFileSync(f, randomBytes(8 * MiB));
+      const opts = { dir: path.join(loop.dir, 'store'), consumer: 'job', tracker, mapper: load.native };
+      let s = await BlockChangeSession.begin([loop.mnt], opts);
+      await computeChangedRanges([f], s);
+      await s.commit();
+      const before = fs.readFileSync(f);
+      const offsets = [0, 5 * 4096, MiB + 100, 7 * MiB + 4095];
+      for (const o of offsets) pwrite(f, o, Buffer.alloc(2, 0x5a));
+      s = await BlockChangeSession.begin([loop.mnt], opts);
+      const ranges = (await computeChangedRanges([f], s)).get(f)!;
+      await s.commit();
+      const after = fs.readFileSync(f);
+      const expected = [
+        ...new Set(offsets.flatMap((o) => [Math.floor(o / 4096), Math.floor((o + 1) / 4096)])),
+      ]
+        .sort((a, b) => a - b)
+        .map((b) => ({ offset: b * 4096, length: 4096 }));
+      // merge adjacent blocks like the store does
+      const merged: { offset: number; length: number }[] = [];
+      for (const r of expected) {
+        const p = merged[merged.length - 1];
+        if (p && p.offset + p.length === r.offset) p.length += r.length;
+        else merged.push({ ...r });
+      }
+      expect(ranges).toEqual(merged);
+      for (let i = 0; i < after.length; i++)
+        if (after[i] !== before[i])
+          expect(ranges.some((r) => r.offset <= i && i < r.offset + r.length)).toBe(true);
+    } finally {
+      tracker.stop();
+    }
+  });
+});
