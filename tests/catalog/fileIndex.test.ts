@@ -188,4 +188,30 @@ describe('file index', () => {
     expect(c.files.list(snaps[1].id, '/home/ann/Photos')!.length).toBe(2);
     c.close();
   });
+
+  it('syncs of two repositories at once take turns and both end up indexed', async () => {
+    const a = new FakeRepo();
+    const b = new FakeRepo();
+    for (let i = 0; i < 3; i++) {
+      a.addSnapshot(
+        { a: { [`file${i}.txt`]: `a${i}`, deep: { x: { y: 'z' } } } },
+        `2025-01-0${i + 1}T00:00:00Z`,
+      );
+      b.addSnapshot({ b: { [`other${i}.txt`]: `b${i}` } }, `2025-01-0${i + 1}T00:00:00Z`);
+    }
+    const c = new Catalog(dir);
+    const ra = c.addRepository({ name: 'a', location: '/a', options: {} });
+    const rb = c.addRepository({ name: 'b', location: '/b', options: {} });
+    const [sa, sb] = await Promise.all([syncRepository(c, ra.id, a), syncRepository(c, rb.id, b)]);
+    expect([sa.indexed, sb.indexed]).toEqual([3, 3]);
+    expect(c.listSnapshots().every((s) => s.indexed)).toBe(true);
+    expect(c.files.search('file', { repositoryId: ra.id }).map((h) => h.path)).toEqual([
+      '/a/file0.txt',
+      '/a/file1.txt',
+      '/a/file2.txt',
+    ]);
+    expect(c.files.search('other', { repositoryId: ra.id })).toEqual([]);
+    expect(c.files.search('other2', { repositoryId: rb.id }).map((h) => h.snapshots.length)).toEqual([1]);
+    c.close();
+  });
 });

@@ -258,6 +258,15 @@ export class FileIndex {
     this.pendingReuse = [];
   }
 
+  private lock: Promise<unknown> = Promise.resolve();
+
+  /** Runs `fn` after every earlier exclusive section has finished (one writer of the index at a time). */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lock.then(fn, fn);
+    this.lock = run.catch(() => {});
+    return run;
+  }
+
   // ---- indexing --------------------------------------------------------------------------------
 
   /**
@@ -362,6 +371,9 @@ export class FileIndex {
 
   /** Deletes directory versions, entries, directories and names no snapshot refers to any more. */
   gc(): { dirVersions: number; names: number } {
+    // Never while a snapshot is being indexed: it may be about to reuse a directory version that no
+    // snapshot refers to yet. The next gc collects what this one skips.
+    if (this.busy) return { dirVersions: 0, names: 0 };
     let dirVersions = 0;
     let names = 0;
     this.db.transaction(() => {

@@ -28,11 +28,21 @@ export interface SyncOptions {
   onIndexed?: (row: SnapshotRow, stats: IndexStats) => void;
 }
 
-export async function syncRepository(
+export function syncRepository(
   catalog: Catalog,
   repositoryId: number,
   source: SnapshotSource,
   opts: SyncOptions = {},
+): Promise<SyncResult> {
+  // Runs of jobs for different repositories may finish together: their syncs take turns.
+  return catalog.files.exclusive(() => syncLocked(catalog, repositoryId, source, opts));
+}
+
+async function syncLocked(
+  catalog: Catalog,
+  repositoryId: number,
+  source: SnapshotSource,
+  opts: SyncOptions,
 ): Promise<SyncResult> {
   const snapshots = await source.listSnapshots();
   const inRepo = new Set(snapshots.map((s) => s.id));
@@ -89,6 +99,8 @@ export async function rebuildRepository(
   source: SnapshotSource,
   opts: SyncOptions = {},
 ): Promise<SyncResult> {
-  catalog.resetRepositoryCache(repositoryId);
-  return syncRepository(catalog, repositoryId, source, opts);
+  return catalog.files.exclusive(() => {
+    catalog.resetRepositoryCache(repositoryId);
+    return syncLocked(catalog, repositoryId, source, opts);
+  });
 }
