@@ -51,10 +51,14 @@ async function syncLocked(
   const gone = cached.filter((s) => !inRepo.has(s.snapId)).map((s) => s.id);
   if (gone.length) catalog.removeSnapshots(gone);
   let added = 0;
-  for (const s of snapshots) {
-    if (!cachedIds.has(s.id)) added++;
-    catalog.upsertSnapshot(repositoryId, s);
-  }
+  // Snapshots are immutable: only new ones need writing.
+  catalog.db.transaction(() => {
+    for (const s of snapshots) {
+      if (cachedIds.has(s.id)) continue;
+      added++;
+      catalog.upsertSnapshot(repositoryId, s);
+    }
+  })();
   const total: IndexStats = { dirsVisited: 0, newDirVersions: 0, reusedDirVersions: 0, newEntries: 0 };
   let indexed = 0;
   if (opts.index !== false) {
