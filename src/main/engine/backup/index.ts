@@ -21,7 +21,7 @@ interface SavedDir {
   summary: DirSummary;
 }
 import type { BackupOptions, BackupProgress, BackupResult } from '../operations.js';
-import { AbortedError, TidemarkError, UsageError } from '../errors.js';
+import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
 import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
 import type { BackupFileResult, SealedBlobMsg } from '../workers/protocol.js';
 import { Excluder, HintPlan, metadataNode, unchangedFile } from '../scan/index.js';
@@ -38,14 +38,17 @@ export interface BackupRunResult extends BackupResult {
 }
 
 const sep = Buffer.from(path.sep);
-const join = (dir: Buffer, name: Buffer) => (dir.length === 1 && dir[0] === sep[0] ? Buffer.concat([dir, name]) : Buffer.concat([dir, sep, name]));
+const join = (dir: Buffer, name: Buffer) =>
+  dir.length === 1 && dir[0] === sep[0] ? Buffer.concat([dir, name]) : Buffer.concat([dir, sep, name]);
 const show = (p: Buffer) => p.toString('utf8');
 
 /** Normalizes source paths: absolute, no duplicates, none inside another. */
 export function normalizeSources(paths: string[]): string[] {
   if (!paths.length) throw new UsageError('nothing to back up: give at least one path');
   const abs = [...new Set(paths.map((p) => path.resolve(p)))].sort();
-  return abs.filter((p) => !abs.some((q) => q !== p && (p.startsWith(q.endsWith(path.sep) ? q : q + path.sep))));
+  return abs.filter(
+    (p) => !abs.some((q) => q !== p && p.startsWith(q.endsWith(path.sep) ? q : q + path.sep)),
+  );
 }
 
 function sameSources(a: string[], b: string[]): boolean {
@@ -53,7 +56,12 @@ function sameSources(a: string[], b: string[]): boolean {
 }
 
 /** Finds the snapshot to compare with: the newest of this host with exactly these sources. */
-export async function findParent(repo: Repository, host: string, paths: string[], explicit?: ID): Promise<SnapshotEntry | undefined> {
+export async function findParent(
+  repo: Repository,
+  host: string,
+  paths: string[],
+  explicit?: ID,
+): Promise<SnapshotEntry | undefined> {
   if (explicit) return repo.loadSnapshot(explicit);
   const all = await repo.listSnapshots();
   const sorted = [...paths].sort();
@@ -121,8 +129,16 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
     const scanMode = hint
       ? { mode: 'journal' }
-      : { mode: 'full-scan', reason: opts.forceFull ? 'full backup requested' : !parent ? 'no previous snapshot' : (opts.fullScanReason ?? 'no change journal') };
-    if (scanMode.reason && opts.changeHint === undefined && opts.fullScanReason) log(`full scan: ${opts.fullScanReason}`);
+      : {
+          mode: 'full-scan',
+          reason: opts.forceFull
+            ? 'full backup requested'
+            : !parent
+              ? 'no previous snapshot'
+              : (opts.fullScanReason ?? 'no change journal'),
+        };
+    if (scanMode.reason && opts.changeHint === undefined && opts.fullScanReason)
+      log(`full scan: ${opts.fullScanReason}`);
     const workers = opts.workers ?? defaultWorkerCount();
     const cfg = repo.config;
     pool = new WorkerPool(
@@ -132,7 +148,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         chunker: cfg.chunker,
         chunkerSeed: cfg.chunkerSeed,
         compressionLevel: opts.compressionLevel ?? cfg.compressionLevel,
-        readLimit: opts.readLimitBytesPerSec ? Math.max(1, Math.floor(opts.readLimitBytesPerSec / workers)) : 0,
+        readLimit: opts.readLimitBytesPerSec
+          ? Math.max(1, Math.floor(opts.readLimitBytesPerSec / workers))
+          : 0,
         lowPriority: !!opts.lowPriority,
       },
       workers,
@@ -152,27 +170,41 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       for (const b of blobs) {
         const id = Buffer.from(b.id);
         if (speculative && !repo.claimBlob(id.toString('hex'))) continue;
-        await repo.addSealedBlob(BlobType.Data, id, Buffer.from(b.sealed.buffer, b.sealed.byteOffset, b.sealed.byteLength), b.rawLength, b.compressed);
+        await repo.addSealedBlob(
+          BlobType.Data,
+          id,
+          Buffer.from(b.sealed.buffer, b.sealed.byteOffset, b.sealed.byteLength),
+          b.rawLength,
+          b.compressed,
+        );
       }
     };
 
     const readFile = async (abs: Buffer, node: TreeNode, mtimeMs: number): Promise<TreeNode | undefined> => {
       await slots.take();
       try {
+        throwIfAborted(signal);
         progress.currentFile = show(abs);
-        const r = await pool!.run<BackupFileResult>({ op: 'backupFile', path: abs, size: node.size ?? 0, mtimeMs }, async (ev) => {
-          if (ev.kind === 'read') {
-            progress.bytesRead += ev.bytes;
+        const r = await pool!.run<BackupFileResult>(
+          { op: 'backupFile', path: abs, size: node.size ?? 0, mtimeMs },
+          async (ev) => {
+            if (ev.kind === 'read') {
+              progress.bytesRead += ev.bytes;
+              return null;
+            }
+            if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
+            await storeBlobs(ev.blobs, false);
             return null;
-          }
-          if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
-          await storeBlobs(ev.blobs, false);
-          return null;
-        });
+          },
+        );
         await storeBlobs(r.blobs, true);
         progress.filesRead++;
         if (r.changedWhileReading) {
-          skip(show(abs), undefined, 'changed while it was being read; the saved copy may mix old and new content');
+          skip(
+            show(abs),
+            undefined,
+            'changed while it was being read; the saved copy may mix old and new content',
+          );
           node.size = r.size;
         }
         node.content = r.content;
@@ -198,7 +230,13 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     };
 
     /** Builds the node of one entry; dirs recurse. Returns undefined when the entry is skipped. */
-    const saveEntry = async (abs: Buffer, raw: Buffer, st: BigIntStats, prev: TreeNode | undefined, mode: 'scan' | 'full'): Promise<TreeNode | undefined> => {
+    const saveEntry = async (
+      abs: Buffer,
+      raw: Buffer,
+      st: BigIntStats,
+      prev: TreeNode | undefined,
+      mode: 'scan' | 'full',
+    ): Promise<TreeNode | undefined> => {
       const node = metadataNode(raw, st);
       progress.filesScanned++;
       switch (node.type) {
@@ -241,7 +279,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           }
         }
         default:
-          skip(show(abs), undefined, `${node.type === 'fifo' ? 'a named pipe (FIFO)' : node.type === 'socket' ? 'a socket' : 'a device file'} is not backed up`);
+          skip(
+            show(abs),
+            undefined,
+            `${node.type === 'fifo' ? 'a named pipe (FIFO)' : node.type === 'socket' ? 'a socket' : 'a device file'} is not backed up`,
+          );
           return undefined;
       }
     };
@@ -253,7 +295,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     };
 
     /** Saves a directory's tree; returns its ID, or undefined when it cannot be read at all. */
-    const saveDir = async (abs: Buffer, prevNode: TreeNode | undefined, mode: 'scan' | 'full'): Promise<SavedDir | undefined> => {
+    const saveDir = async (
+      abs: Buffer,
+      prevNode: TreeNode | undefined,
+      mode: 'scan' | 'full',
+    ): Promise<SavedDir | undefined> => {
       if (signal?.aborted) throw new AbortedError();
       const prevTreeId = prevNode?.subtree;
       const absText = show(abs);
@@ -306,7 +352,13 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     };
     const countNode = (n: TreeNode) => {
       if (n.type === 'file') countSummary({ files: 1, dirs: 0, bytes: n.size ?? 0 });
-      else if (n.type === 'dir') countSummary({ files: 0, dirs: 1, bytes: 0, ...(n.summary && { files: n.summary.files, dirs: n.summary.dirs + 1, bytes: n.summary.bytes }) });
+      else if (n.type === 'dir')
+        countSummary({
+          files: 0,
+          dirs: 1,
+          bytes: 0,
+          ...(n.summary && { files: n.summary.files, dirs: n.summary.dirs + 1, bytes: n.summary.bytes }),
+        });
       else progress.filesScanned++;
     };
     const saveTree = async (nodes: TreeNode[]): Promise<SavedDir> => {
@@ -324,13 +376,23 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       return { id: await repo.saveTree({ nodes }), summary };
     };
 
-    const saveDirScan = async (abs: Buffer, prevTreeId: ID | undefined, mode: 'scan' | 'full'): Promise<SavedDir | undefined> => {
+    const saveDirScan = async (
+      abs: Buffer,
+      prevTreeId: ID | undefined,
+      mode: 'scan' | 'full',
+    ): Promise<SavedDir | undefined> => {
       let names: Buffer[];
       try {
         counters.readdir++;
         names = (await fs.readdir(abs, { encoding: 'buffer' })) as Buffer[];
       } catch (err) {
-        skip(show(abs), err, (err as NodeJS.ErrnoException).code === 'EACCES' ? 'permission denied (folder not readable)' : undefined);
+        skip(
+          show(abs),
+          err,
+          (err as NodeJS.ErrnoException).code === 'EACCES'
+            ? 'permission denied (folder not readable)'
+            : undefined,
+        );
         return undefined;
       }
       names.sort(Buffer.compare);
@@ -358,6 +420,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       );
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
       for (let i = 0; i < names.length; i++) {
+        throwIfAborted(signal);
         if (!kept[i]) continue;
         const childAbs = join(abs, names[i]);
         const st = stats[i];
@@ -377,10 +440,16 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
 
     // Sources hang under a tree that mirrors their absolute paths (/home/ann/Documents → home/ann/Documents).
     const prevRoot = parent ? await repo.loadTree(parent.tree) : undefined;
-    const saveVirtual = async (prefix: string, children: Map<string, unknown>, prevTree: Tree | undefined): Promise<SavedDir> => {
+    const saveVirtual = async (
+      prefix: string,
+      children: Map<string, unknown>,
+      prevTree: Tree | undefined,
+    ): Promise<SavedDir> => {
       const prevNodes = byName(prevTree);
       const nodes: TreeNode[] = [];
-      for (const [name, sub] of [...children].sort((a, b) => Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0])))) {
+      for (const [name, sub] of [...children].sort((a, b) =>
+        Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0])),
+      )) {
         const abs = prefix === path.sep ? path.sep + name : prefix + path.sep + name;
         const absBuf = Buffer.from(abs);
         const prev = prevNodes.get(Buffer.from(name).toString('latin1'));
@@ -400,7 +469,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             skip(abs, undefined, 'is not a folder');
             continue;
           }
-          const prevSub = prev?.type === 'dir' && prev.subtree ? await repo.loadTree(prev.subtree) : undefined;
+          const prevSub =
+            prev?.type === 'dir' && prev.subtree ? await repo.loadTree(prev.subtree) : undefined;
           const saved = await saveVirtual(abs, sub as Map<string, unknown>, prevSub);
           node.subtree = saved.id;
           node.summary = saved.summary;
@@ -423,6 +493,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     }
     progress.phase = 'backing-up';
     const rootTree = (await saveVirtual(path.sep, trie, prevRoot)).id;
+    throwIfAborted(signal);
     progress.scanComplete = true;
     progress.phase = 'finalizing';
     progress.currentFile = undefined;
