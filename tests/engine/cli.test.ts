@@ -39,29 +39,65 @@ describe('tidemark CLI', () => {
     expect(list.json.map((s: any) => s.id)).toEqual(snaps);
     expect(list.json[0].tags).toEqual(['first']);
     const ls = await runCli(['-r', repo, '--json', 'ls', snaps[0].slice(0, 8), src]);
-    expect(ls.json.map((e: any) => path.relative(src, e.path)).sort()).toEqual(['photos', 'photos/cat.jpg', 'report.docx']);
+    expect(ls.json.map((e: any) => path.relative(src, e.path)).sort()).toEqual([
+      'photos',
+      'photos/cat.jpg',
+      'report.docx',
+    ]);
     const found = await runCli(['-r', repo, '--json', 'find', 'REPORT*']);
     expect(found.json.map((f: any) => f.snapshot)).toEqual(snaps);
     const d = await runCli(['-r', repo, '--json', 'diff', snaps[0], snaps[1]]);
-    const kinds = Object.fromEntries(d.json.filter((x: any) => x.path.startsWith(src + '/')).map((x: any) => [path.relative(src, x.path), x.kind]));
-    expect(kinds).toMatchObject({ 'report.docx': 'modified', 'new.txt': 'added', 'photos/cat.jpg': 'removed' });
+    const kinds = Object.fromEntries(
+      d.json
+        .filter((x: any) => x.path.startsWith(src + '/'))
+        .map((x: any) => [path.relative(src, x.path), x.kind]),
+    );
+    expect(kinds).toMatchObject({
+      'report.docx': 'modified',
+      'new.txt': 'added',
+      'photos/cat.jpg': 'removed',
+    });
     const text = await runCli(['-r', repo, 'diff', snaps[0], snaps[1]]);
     expect(text.stdout).toMatch(/^\+ .*new\.txt$/m);
   });
 
   it('restores selected paths only', async () => {
     const target = path.join(work, 'sel');
-    const r = await runCli(['-r', repo, 'restore', snaps[0], '--target', target, '--include', path.join(src, 'photos'), '--relative-to', src]);
+    const r = await runCli([
+      '-r',
+      repo,
+      'restore',
+      snaps[0],
+      '--target',
+      target,
+      '--include',
+      path.join(src, 'photos'),
+      '--relative-to',
+      src,
+    ]);
     expect(r.code).toBe(0);
     expect(await fs.readdir(target)).toEqual(['photos']);
-    expect((await fs.readFile(path.join(target, 'photos/cat.jpg'))).equals(randomBytes(50_000, 1))).toBe(true);
+    expect((await fs.readFile(path.join(target, 'photos/cat.jpg'))).equals(randomBytes(50_000, 1))).toBe(
+      true,
+    );
   });
 
   it('applies overwrite policies on existing files', async () => {
     const target = path.join(work, 'ow');
     await fs.mkdir(target);
     await fs.writeFile(path.join(target, 'report.docx'), 'local edit');
-    const args = ['-r', repo, 'restore', snaps[1], '--target', target, '--relative-to', src, '--include', path.join(src, 'report.docx')];
+    const args = [
+      '-r',
+      repo,
+      'restore',
+      snaps[1],
+      '--target',
+      target,
+      '--relative-to',
+      src,
+      '--include',
+      path.join(src, 'report.docx'),
+    ];
     expect((await runCli([...args, '--overwrite', 'skip'])).code).toBe(0);
     expect(await fs.readFile(path.join(target, 'report.docx'), 'utf8')).toBe('local edit');
     expect((await runCli([...args, '--overwrite', 'keep-both'])).code).toBe(0);
@@ -72,22 +108,37 @@ describe('tidemark CLI', () => {
   });
 
   it('adds, lists, removes keys and changes the password', async () => {
-    const add = await runCli(['-r', repo, '--json', 'key', 'add'], cliEnv({ TIDEMARK_NEW_PASSWORD: 'second password' }));
+    const add = await runCli(
+      ['-r', repo, '--json', 'key', 'add'],
+      cliEnv({ TIDEMARK_NEW_PASSWORD: 'second password' }),
+    );
     expect(add.code).toBe(0);
-    expect((await runCli(['-r', repo, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: 'second password' }))).code).toBe(0);
+    expect(
+      (await runCli(['-r', repo, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: 'second password' }))).code,
+    ).toBe(0);
     const keys = await runCli(['-r', repo, '--json', 'key', 'list']);
     expect(keys.json).toHaveLength(2);
     const current = keys.json.find((k: any) => k.current).id;
     expect((await runCli(['-r', repo, 'key', 'remove', current.slice(0, 10)])).code).not.toBe(0); // not the key in use
     expect((await runCli(['-r', repo, 'key', 'remove', add.json.id.slice(0, 10)])).code).toBe(0);
-    expect((await runCli(['-r', repo, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: 'second password' }))).code).toBe(10);
-    const passwd = await runCli(['-r', repo, 'key', 'passwd'], cliEnv({ TIDEMARK_NEW_PASSWORD: 'new password' }));
+    expect(
+      (await runCli(['-r', repo, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: 'second password' }))).code,
+    ).toBe(10);
+    const passwd = await runCli(
+      ['-r', repo, 'key', 'passwd'],
+      cliEnv({ TIDEMARK_NEW_PASSWORD: 'new password' }),
+    );
     expect(passwd.code).toBe(0);
     expect((await runCli(['-r', repo, 'snapshots'])).code).toBe(10);
-    expect((await runCli(['-r', repo, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: 'new password' }))).code).toBe(0);
+    expect(
+      (await runCli(['-r', repo, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: 'new password' }))).code,
+    ).toBe(0);
     const pwFile = path.join(work, 'pw.txt');
     await fs.writeFile(pwFile, 'new password\n');
-    expect((await runCli(['-r', repo, '--password-file', pwFile, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: '' }))).code).toBe(0);
+    expect(
+      (await runCli(['-r', repo, '--password-file', pwFile, 'snapshots'], cliEnv({ TIDEMARK_PASSWORD: '' })))
+        .code,
+    ).toBe(0);
   });
 
   it('forget previews with --dry-run, then removes, and prune frees the data', async () => {

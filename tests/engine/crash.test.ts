@@ -5,7 +5,15 @@
 import { describe, it, expect } from 'vitest';
 import path from 'node:path';
 import fs from 'node:fs/promises';
-import { tempDir, writeTree, randomBytes, describeTree, expectSameTrees, runCli, startCli } from '../helpers/fixtures.js';
+import {
+  tempDir,
+  writeTree,
+  randomBytes,
+  describeTree,
+  expectSameTrees,
+  runCli,
+  startCli,
+} from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
 
@@ -49,7 +57,9 @@ describe('crash safety', () => {
     // earlier snapshots restore byte for byte
     const first = (await runCli(['-r', repo, '--json', 'snapshots'])).json[0];
     const target = path.join(work, 'restored-first');
-    expect((await runCli(['-r', repo, 'restore', first.id, '--target', target, '--relative-to', src])).code).toBe(0);
+    expect(
+      (await runCli(['-r', repo, 'restore', first.id, '--target', target, '--relative-to', src])).code,
+    ).toBe(0);
     expectSameTrees(firstTree, await describeTree(target));
 
     // the next backup succeeds
@@ -69,7 +79,9 @@ describe('crash safety', () => {
     expect(after.json.ok).toBe(true);
     expect(after.json.unreferencedPacks).toEqual([]);
     const last = path.join(work, 'restored-last');
-    expect((await runCli(['-r', repo, 'restore', 'latest', '--target', last, '--relative-to', src])).code).toBe(0);
+    expect(
+      (await runCli(['-r', repo, 'restore', 'latest', '--target', last, '--relative-to', src])).code,
+    ).toBe(0);
     expectSameTrees(await describeTree(src), await describeTree(last));
   }, 240_000);
 });

@@ -16,7 +16,15 @@ import { saveJson } from '../../src/main/engine/repo/objects.js';
 import { BlobType } from '../../src/main/engine/repo/blobIndex.js';
 import { DestinationUnwritableError, CorruptObjectError } from '../../src/main/engine/errors.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
-import { tempDir, writeTree, randomBytes, describeTree, expectSameTrees, runCli, listRepoFiles, isRoot, cliEnv } from '../helpers/fixtures.js';
+import {
+  tempDir,
+  writeTree,
+  randomBytes,
+  runCli,
+  listRepoFiles,
+  isRoot,
+  cliEnv,
+} from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
 
@@ -27,7 +35,10 @@ describe('wrong password', () => {
     expect((await runCli(['-r', repo, 'init'])).code).toBe(0);
     const before = await listRepoFiles(repo);
     for (const args of [['snapshots'], ['backup', work], ['prune'], ['key', 'add']]) {
-      const r = await runCli(['-r', repo, ...args], cliEnv({ TIDEMARK_PASSWORD: 'not the password', TIDEMARK_NEW_PASSWORD: 'x' }));
+      const r = await runCli(
+        ['-r', repo, ...args],
+        cliEnv({ TIDEMARK_PASSWORD: 'not the password', TIDEMARK_NEW_PASSWORD: 'x' }),
+      );
       expect(r.code).toBe(10);
       expect(r.stderr).toMatch(/wrong password/);
     }
@@ -65,7 +76,9 @@ describe('unreadable and special files', () => {
     server.close();
     expect(r.code).toBe(3);
     expect(r.json.status).toBe('completed-with-warnings');
-    const skipped = Object.fromEntries(r.json.skipped.map((s: { path: string; reason: string }) => [path.basename(s.path), s.reason]));
+    const skipped = Object.fromEntries(
+      r.json.skipped.map((s: { path: string; reason: string }) => [path.basename(s.path), s.reason]),
+    );
     expect(skipped['secret.txt']).toMatch(/permission denied/);
     expect(skipped['locked']).toMatch(/permission denied/);
     expect(skipped['pipe']).toMatch(/FIFO/);
@@ -75,7 +88,11 @@ describe('unreadable and special files', () => {
     const target = path.join(work, 'out');
     await fs.mkdir(target);
     await fs.chmod(target, 0o777);
-    const rr = await runCli(['-r', repo, 'restore', 'latest', '--target', target, '--relative-to', src], env, as);
+    const rr = await runCli(
+      ['-r', repo, 'restore', 'latest', '--target', target, '--relative-to', src],
+      env,
+      as,
+    );
     expect(rr.code).toBe(0);
     expect(await fs.readFile(path.join(target, 'ok.txt'), 'utf8')).toBe('fine');
     expect(await fs.readFile(path.join(target, 'sub/deep.txt'), 'utf8')).toBe('deep');
@@ -87,7 +104,11 @@ describe('unreadable and special files', () => {
     const src = path.join(work, 'src');
     const files: Record<string, Buffer> = {};
     for (let i = 0; i < 12; i++) files[`f${String(i).padStart(2, '0')}.bin`] = randomBytes(MiB, 100 + i);
-    await writeTree(src, { ...files, 'zz-vanishes.txt': 'soon gone', 'growing.log': randomBytes(3 * MiB, 7) });
+    await writeTree(src, {
+      ...files,
+      'zz-vanishes.txt': 'soon gone',
+      'growing.log': randomBytes(3 * MiB, 7),
+    });
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
     let acted = false;
     // reading is throttled (4 MB/s, 1 worker), so the hook runs long before the last files are read
@@ -100,7 +121,8 @@ describe('unreadable and special files', () => {
           acted = true;
           void fs.rm(path.join(src, 'zz-vanishes.txt'));
         }
-        if (p.currentFile?.endsWith('growing.log')) void fs.appendFile(path.join(src, 'growing.log'), 'more data\n');
+        if (p.currentFile?.endsWith('growing.log'))
+          void fs.appendFile(path.join(src, 'growing.log'), 'more data\n');
       },
     });
     expect(result.status).toBe('completed-with-warnings');
@@ -135,7 +157,9 @@ describe('destination full or unwritable', () => {
       const c = await runCli(['-r', repo, '--json', 'check', '--read-data']);
       expect(c.json.ok).toBe(true);
       const target = path.join(work, 'out');
-      expect((await runCli(['-r', repo, 'restore', 'latest', '--target', target, '--relative-to', src])).code).toBe(0);
+      expect(
+        (await runCli(['-r', repo, 'restore', 'latest', '--target', target, '--relative-to', src])).code,
+      ).toBe(0);
       expect(await fs.readFile(path.join(target, 'small.txt'), 'utf8')).toBe('small file');
       await fs.rm(path.join(src, 'huge.bin'));
       await fs.writeFile(path.join(src, 'next.txt'), 'next');
@@ -154,7 +178,13 @@ describe('destination full or unwritable', () => {
     const repo = await Repository.init(faulty, 'pw', { kdf: { N: 1024 } });
     const first = await backup(repo, { paths: [src] });
     await fs.writeFile(path.join(src, 'c.bin'), randomBytes(300_000, 6));
-    faulty.rules = [{ op: 'save', type: ['data', 'index', 'snapshots'], effect: { throw: () => new DestinationUnwritableError('the destination cannot be written (EROFS)') } }];
+    faulty.rules = [
+      {
+        op: 'save',
+        type: ['data', 'index', 'snapshots'],
+        effect: { throw: () => new DestinationUnwritableError('the destination cannot be written (EROFS)') },
+      },
+    ];
     const again = await Repository.open(faulty, 'pw');
     await expect(backup(again, { paths: [src] })).rejects.toBeInstanceOf(DestinationUnwritableError);
     faulty.rules = [];
@@ -168,9 +198,16 @@ describe('a corrupt byte in a pack', () => {
   it('check names the damaged object and the files it affects; other files still restore', async () => {
     const work = await tempDir('tm-corrupt-');
     const src = path.join(work, 'src');
-    await writeTree(src, { 'victim.bin': randomBytes(600_000, 21), 'bystander.bin': randomBytes(700_000, 22), 'note.txt': 'untouched' });
+    await writeTree(src, {
+      'victim.bin': randomBytes(600_000, 21),
+      'bystander.bin': randomBytes(700_000, 22),
+      'note.txt': 'untouched',
+    });
     const repoDir = path.join(work, 'repo');
-    const repo = await Repository.init(new LocalBackend(repoDir), 'pw', { kdf: { N: 1024 }, packSize: 256 * 1024 });
+    const repo = await Repository.init(new LocalBackend(repoDir), 'pw', {
+      kdf: { N: 1024 },
+      packSize: 256 * 1024,
+    });
     const r = await backup(repo, { paths: [src] });
     const { node } = await lookup(repo, r.snapshot, path.join(src, 'victim.bin'));
     const loc = repo.index.get(node!.content![0])!;
@@ -179,7 +216,10 @@ describe('a corrupt byte in a pack', () => {
     bytes[loc.offset + 40] ^= 0x55;
     await fs.writeFile(packPath, bytes);
 
-    const c = await runCli(['-r', repoDir, '--json', 'check', '--read-data'], cliEnv({ TIDEMARK_PASSWORD: 'pw' }));
+    const c = await runCli(
+      ['-r', repoDir, '--json', 'check', '--read-data'],
+      cliEnv({ TIDEMARK_PASSWORD: 'pw' }),
+    );
     expect(c.code).toBe(4);
     const problem = c.json.problems.find((p: any) => p.kind === 'corrupt-blob');
     expect(problem.message).toContain(loc.pack.slice(0, 12));
@@ -191,10 +231,24 @@ describe('a corrupt byte in a pack', () => {
     const rr = await restore(fresh, { snapshot: r.snapshotId, target, relativeTo: src });
     expect(rr.errors.map((e) => path.basename(e.path))).toEqual(['victim.bin']);
     expect(rr.errors[0].message).toMatch(/victim\.bin.*damaged/);
-    expect(await fs.readFile(path.join(target, 'bystander.bin'))).toEqual(await fs.readFile(path.join(src, 'bystander.bin')));
+    expect(await fs.readFile(path.join(target, 'bystander.bin'))).toEqual(
+      await fs.readFile(path.join(src, 'bystander.bin')),
+    );
     expect(await fs.readFile(path.join(target, 'note.txt'), 'utf8')).toBe('untouched');
     await expect(fs.access(path.join(target, 'victim.bin'))).rejects.toThrow(); // no silently wrong file
-    const cli = await runCli(['-r', repoDir, 'restore', r.snapshotId, '--target', path.join(work, 'out2'), '--include', path.join(src, 'victim.bin')], cliEnv({ TIDEMARK_PASSWORD: 'pw' }));
+    const cli = await runCli(
+      [
+        '-r',
+        repoDir,
+        'restore',
+        r.snapshotId,
+        '--target',
+        path.join(work, 'out2'),
+        '--include',
+        path.join(src, 'victim.bin'),
+      ],
+      cliEnv({ TIDEMARK_PASSWORD: 'pw' }),
+    );
     expect(cli.code).toBe(3);
     expect(cli.stdout).toMatch(/victim\.bin/);
   });
@@ -205,13 +259,31 @@ describe('a crafted repository', () => {
     const work = await tempDir('tm-craft-');
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
     const content = [await repo.saveBlob(BlobType.Data, Buffer.from('evil'))];
-    const file = (name: string) => ({ name, type: 'file' as const, mode: 0o644, mtimeNs: '0', size: 4, content });
+    const file = (name: string) => ({
+      name,
+      type: 'file' as const,
+      mode: 0o644,
+      mtimeNs: '0',
+      size: 4,
+      content,
+    });
     const outside = path.join(work, 'outside');
     await fs.mkdir(outside);
     for (const bad of ['..', '../escape.txt', '/etc/escape.txt', 'a/../../escape.txt', '.', '']) {
       const sub = await repo.saveTree({ nodes: [file(bad)] });
-      const root = await repo.saveTree({ nodes: [{ name: 'x', type: 'dir', mode: 0o755, mtimeNs: '0', subtree: sub }] });
-      const snapId = await repo.saveSnapshot({ version: 1, time: new Date().toISOString(), host: 'h', paths: ['/x'], tags: [], tree: root, stats: {} as any, skipped: [] });
+      const root = await repo.saveTree({
+        nodes: [{ name: 'x', type: 'dir', mode: 0o755, mtimeNs: '0', subtree: sub }],
+      });
+      const snapId = await repo.saveSnapshot({
+        version: 1,
+        time: new Date().toISOString(),
+        host: 'h',
+        paths: ['/x'],
+        tags: [],
+        tree: root,
+        stats: {} as any,
+        skipped: [],
+      });
       const target = path.join(outside, 'target');
       await expect(restore(repo, { snapshot: snapId, target })).rejects.toBeInstanceOf(CorruptObjectError);
       expect((await fs.readdir(outside)).filter((n) => n !== 'target')).toEqual([]);
@@ -219,8 +291,19 @@ describe('a crafted repository', () => {
     }
     // an existing symlink inside the target that points outside is replaced, never followed
     const sub = await repo.saveTree({ nodes: [file('payload.txt')] });
-    const root = await repo.saveTree({ nodes: [{ name: 'docs', type: 'dir', mode: 0o755, mtimeNs: '0', subtree: sub }] });
-    const snapId = await repo.saveSnapshot({ version: 1, time: new Date().toISOString(), host: 'h', paths: ['/docs'], tags: [], tree: root, stats: {} as any, skipped: [] });
+    const root = await repo.saveTree({
+      nodes: [{ name: 'docs', type: 'dir', mode: 0o755, mtimeNs: '0', subtree: sub }],
+    });
+    const snapId = await repo.saveSnapshot({
+      version: 1,
+      time: new Date().toISOString(),
+      host: 'h',
+      paths: ['/docs'],
+      tags: [],
+      tree: root,
+      stats: {} as any,
+      skipped: [],
+    });
     const target = path.join(work, 'target2');
     await fs.mkdir(target);
     await fs.symlink(outside, path.join(target, 'docs'));
@@ -238,12 +321,19 @@ describe('concurrency and locks', () => {
   beforeAll(async () => {
     work = await tempDir('tm-conc-');
     repoDir = path.join(work, 'repo');
-    for (const n of ['one', 'two']) await writeTree(path.join(work, n), { 'data.bin': randomBytes(3 * MiB, n.length), 'shared.bin': randomBytes(MiB, 99) });
+    for (const n of ['one', 'two'])
+      await writeTree(path.join(work, n), {
+        'data.bin': randomBytes(3 * MiB, n.length),
+        'shared.bin': randomBytes(MiB, 99),
+      });
     expect((await runCli(['-r', repoDir, 'init'])).code).toBe(0);
   });
 
   it('two backups into the same repository at once both succeed and share chunks', async () => {
-    const [a, b] = await Promise.all([runCli(['-r', repoDir, '--json', 'backup', path.join(work, 'one')]), runCli(['-r', repoDir, '--json', 'backup', path.join(work, 'two')])]);
+    const [a, b] = await Promise.all([
+      runCli(['-r', repoDir, '--json', 'backup', path.join(work, 'one')]),
+      runCli(['-r', repoDir, '--json', 'backup', path.join(work, 'two')]),
+    ]);
     expect([a.code, b.code]).toEqual([0, 0]);
     const c = await runCli(['-r', repoDir, '--json', 'check', '--read-data']);
     expect(c.json.ok).toBe(true);
@@ -252,12 +342,26 @@ describe('concurrency and locks', () => {
 
   it('prune refuses while a lock lease is live and takes over a lease that expired', async () => {
     const repo = await Repository.open(new LocalBackend(repoDir), 'correct horse');
-    const live = await saveJson(repo.backend, repo.key, 'locks', { host: 'other-pc', pid: 1, exclusive: false, created: new Date().toISOString(), expires: new Date(Date.now() + 600_000).toISOString(), purpose: 'backup' });
+    const live = await saveJson(repo.backend, repo.key, 'locks', {
+      host: 'other-pc',
+      pid: 1,
+      exclusive: false,
+      created: new Date().toISOString(),
+      expires: new Date(Date.now() + 600_000).toISOString(),
+      purpose: 'backup',
+    });
     const refused = await runCli(['-r', repoDir, 'prune']);
     expect(refused.code).toBe(11);
     expect(refused.stderr).toMatch(/locked by backup on other-pc/);
     await repo.backend.remove('locks', live.id);
-    const expired = await saveJson(repo.backend, repo.key, 'locks', { host: 'other-pc', pid: 1, exclusive: true, created: new Date(Date.now() - 900_000).toISOString(), expires: new Date(Date.now() - 600_000).toISOString(), purpose: 'prune' });
+    const expired = await saveJson(repo.backend, repo.key, 'locks', {
+      host: 'other-pc',
+      pid: 1,
+      exclusive: true,
+      created: new Date(Date.now() - 900_000).toISOString(),
+      expires: new Date(Date.now() - 600_000).toISOString(),
+      purpose: 'prune',
+    });
     const ok = await runCli(['-r', repoDir, 'prune']);
     expect(ok.code).toBe(0);
     await expect(repo.backend.stat('locks', expired.id)).rejects.toThrow(/not found/);

@@ -7,7 +7,14 @@ import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { diff, lookup } from '../../src/main/engine/repo/browse.js';
 import type { SnapshotEntry } from '../../src/main/engine/repo/types.js';
-import { tempDir, writeTree, randomBytes, describeTree, expectSameTrees, dirSize } from '../helpers/fixtures.js';
+import {
+  tempDir,
+  writeTree,
+  randomBytes,
+  describeTree,
+  expectSameTrees,
+  dirSize,
+} from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
 
@@ -25,7 +32,13 @@ describe('incremental backups and deduplication', () => {
     src = path.join(work, 'src');
     repoDir = path.join(work, 'repo');
     await writeTree(src, {
-      docs: { dir: { 'a.txt': 'alpha\n'.repeat(1000), 'b.txt': 'beta\n'.repeat(1000), photos: { dir: { 'p1.jpg': randomBytes(2 * MiB, 11), 'p2.jpg': randomBytes(MiB, 12) } } } },
+      docs: {
+        dir: {
+          'a.txt': 'alpha\n'.repeat(1000),
+          'b.txt': 'beta\n'.repeat(1000),
+          photos: { dir: { 'p1.jpg': randomBytes(2 * MiB, 11), 'p2.jpg': randomBytes(MiB, 12) } },
+        },
+      },
       'big.bin': randomBytes(100 * MiB, 13),
       'notes.md': '# notes\n',
     });

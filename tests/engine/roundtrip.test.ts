@@ -7,7 +7,14 @@ import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { check } from '../../src/main/engine/check/index.js';
 import { nanosecondTimes } from '../../src/main/engine/restore/times.js';
-import { tempDir, writeTree, randomBytes, describeTree, expectSameTrees, isRoot } from '../helpers/fixtures.js';
+import {
+  tempDir,
+  writeTree,
+  randomBytes,
+  describeTree,
+  expectSameTrees,
+  isRoot,
+} from '../helpers/fixtures.js';
 
 const OLD = new Date('2001-02-03T04:05:06.789Z');
 
@@ -32,14 +39,17 @@ describe('metadata and content round-trip', () => {
       'link-abs': { symlink: '/nonexistent/target' },
       'link-loop-a': { symlink: 'link-loop-b' },
       'link-loop-b': { symlink: 'link-loop-a' },
-      'emptydir': { dir: {} },
-      'nested': { dir: { 'a': { dir: { 'b': { dir: { 'c.txt': 'deep' } } } } } },
+      emptydir: { dir: {} },
+      nested: { dir: { a: { dir: { b: { dir: { 'c.txt': 'deep' } } } } } },
       'hard1.txt': 'shared by two names',
       'hard2.txt': { hardlinkTo: 'hard1.txt' },
       'ünïcødé 名前.txt': 'unicode name',
     });
     // a name that is not valid UTF-8
-    await fs.writeFile(Buffer.concat([Buffer.from(src + '/bad-'), Buffer.from([0xff, 0xfe, 0x80]), Buffer.from('.txt')]), 'latin1 name');
+    await fs.writeFile(
+      Buffer.concat([Buffer.from(src + '/bad-'), Buffer.from([0xff, 0xfe, 0x80]), Buffer.from('.txt')]),
+      'latin1 name',
+    );
     // a very long path (> 1000 bytes) made of long names
     let deep = src;
     for (let i = 0; i < 5; i++) deep = path.join(deep, `${'long-folder-name-'.repeat(14)}${i}`);
@@ -61,10 +71,16 @@ describe('metadata and content round-trip', () => {
     const target = path.join(work, 'restored');
     const rr = await restore(repo, { snapshot: r.snapshotId, target, relativeTo: src });
     expect(rr.errors).toEqual([]);
-    expectSameTrees(await describeTree(src, { dirMtime: true }), await describeTree(target, { dirMtime: true }));
+    expectSameTrees(
+      await describeTree(src, { dirMtime: true }),
+      await describeTree(target, { dirMtime: true }),
+    );
     if (isRoot) expect((await fs.stat(path.join(target, 'owned.txt'))).uid).toBe(1234);
     // hardlinks are restored as links
-    const [a, b] = await Promise.all([fs.stat(path.join(target, 'hard1.txt')), fs.stat(path.join(target, 'hard2.txt'))]);
+    const [a, b] = await Promise.all([
+      fs.stat(path.join(target, 'hard1.txt')),
+      fs.stat(path.join(target, 'hard2.txt')),
+    ]);
     expect(a.ino).toBe(b.ino);
     // the sparse file is restored sparse: far fewer blocks than its size
     const sp = await fs.stat(path.join(target, 'sparse.img'));

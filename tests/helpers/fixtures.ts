@@ -68,7 +68,10 @@ export interface EntryInfo {
 }
 
 /** A comparable description of a tree (relative raw paths → metadata + content hash). */
-export async function describeTree(root: string, opts: { mtime?: boolean; dirMtime?: boolean } = {}): Promise<Map<string, EntryInfo>> {
+export async function describeTree(
+  root: string,
+  opts: { mtime?: boolean; dirMtime?: boolean } = {},
+): Promise<Map<string, EntryInfo>> {
   const out = new Map<string, EntryInfo>();
   const inodeNames = new Map<number, string>();
   const walk = async (dir: Buffer, rel: string) => {
@@ -77,18 +80,28 @@ export async function describeTree(root: string, opts: { mtime?: boolean; dirMti
       const p = Buffer.concat([dir, Buffer.from('/'), n]);
       const r = rel ? rel + '/' + n.toString('latin1') : n.toString('latin1');
       const st = await fs.lstat(p, { bigint: true });
-      const info: EntryInfo = { type: st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : st.isFile() ? 'file' : 'other', mode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid) };
-      if ((opts.mtime ?? true) && (info.type !== 'dir' || opts.dirMtime)) info.mtimeMs = Number(st.mtimeNs / 1000n); // µs (ns compared separately)
+      const info: EntryInfo = {
+        type: st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : st.isFile() ? 'file' : 'other',
+        mode: Number(st.mode & 0o7777n),
+        uid: Number(st.uid),
+        gid: Number(st.gid),
+      };
+      if ((opts.mtime ?? true) && (info.type !== 'dir' || opts.dirMtime))
+        info.mtimeMs = Number(st.mtimeNs / 1000n); // µs (ns compared separately)
       if (info.type === 'file') {
         info.size = Number(st.size);
-        info.sha = crypto.createHash('sha256').update(await fs.readFile(p)).digest('hex');
+        info.sha = crypto
+          .createHash('sha256')
+          .update(await fs.readFile(p))
+          .digest('hex');
         if (st.nlink > 1n) {
           const first = inodeNames.get(Number(st.ino));
           if (first) info.link = 'hardlink:' + first;
           else inodeNames.set(Number(st.ino), r);
         }
       }
-      if (info.type === 'symlink') info.link = ((await fs.readlink(p, { encoding: 'buffer' })) as Buffer).toString('latin1');
+      if (info.type === 'symlink')
+        info.link = ((await fs.readlink(p, { encoding: 'buffer' })) as Buffer).toString('latin1');
       out.set(r, info);
       if (info.type === 'dir') await walk(p, r);
     }
@@ -100,7 +113,10 @@ export async function describeTree(root: string, opts: { mtime?: boolean; dirMti
 export function expectSameTrees(a: Map<string, EntryInfo>, b: Map<string, EntryInfo>): void {
   const ka = [...a.keys()].sort();
   const kb = [...b.keys()].sort();
-  if (JSON.stringify(ka) !== JSON.stringify(kb)) throw new Error(`different entries:\n only in first: ${ka.filter((k) => !b.has(k)).join(', ')}\n only in second: ${kb.filter((k) => !a.has(k)).join(', ')}`);
+  if (JSON.stringify(ka) !== JSON.stringify(kb))
+    throw new Error(
+      `different entries:\n only in first: ${ka.filter((k) => !b.has(k)).join(', ')}\n only in second: ${kb.filter((k) => !a.has(k)).join(', ')}`,
+    );
   for (const k of ka) {
     const x = JSON.stringify(a.get(k));
     const y = JSON.stringify(b.get(k));
@@ -119,14 +135,28 @@ export interface CliResult {
 }
 
 export function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { ...process.env, TIDEMARK_PASSWORD: 'correct horse', TIDEMARK_TEST_KDF_N: '1024', TIDEMARK_HOME: path.join(os.tmpdir(), 'tm-home-tests'), ...extra };
+  return {
+    ...process.env,
+    TIDEMARK_PASSWORD: 'correct horse',
+    TIDEMARK_TEST_KDF_N: '1024',
+    TIDEMARK_HOME: path.join(os.tmpdir(), 'tm-home-tests'),
+    ...extra,
+  };
 }
 
-export function startCli(args: string[], env: NodeJS.ProcessEnv = cliEnv(), opts: { uid?: number; gid?: number } = {}): ChildProcess {
+export function startCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = cliEnv(),
+  opts: { uid?: number; gid?: number } = {},
+): ChildProcess {
   return spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'], ...opts });
 }
 
-export function runCli(args: string[], env: NodeJS.ProcessEnv = cliEnv(), opts: { uid?: number; gid?: number } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = cliEnv(),
+  opts: { uid?: number; gid?: number } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = startCli(args, env, opts);
     let stdout = '';

@@ -11,7 +11,10 @@ export async function readPasswordFile(file: string): Promise<string> {
 
 export async function prompt(question: string): Promise<string> {
   const stdin = process.stdin;
-  if (!stdin.isTTY) throw new UsageError('no password given: use --password-file, TIDEMARK_PASSWORD or TIDEMARK_PASSWORD_FILE, or run on a terminal');
+  if (!stdin.isTTY)
+    throw new UsageError(
+      'no password given: use --password-file, TIDEMARK_PASSWORD or TIDEMARK_PASSWORD_FILE, or run on a terminal',
+    );
   process.stderr.write(question);
   stdin.setRawMode(true);
   stdin.resume();
@@ -43,7 +46,10 @@ export async function prompt(question: string): Promise<string> {
   });
 }
 
-export async function getPassword(opts: { passwordFile?: string }, what = 'repository password'): Promise<string> {
+export async function getPassword(
+  opts: { passwordFile?: string },
+  what = 'repository password',
+): Promise<string> {
   if (opts.passwordFile) return readPasswordFile(opts.passwordFile);
   if (process.env.TIDEMARK_PASSWORD_FILE) return readPasswordFile(process.env.TIDEMARK_PASSWORD_FILE);
   if (process.env.TIDEMARK_PASSWORD !== undefined) return process.env.TIDEMARK_PASSWORD;

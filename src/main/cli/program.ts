@@ -14,7 +14,12 @@ import { check } from '../engine/check/index.js';
 import { forget, prune } from '../engine/repo/retention.js';
 import { diff, find, lookup, walk } from '../engine/repo/browse.js';
 import { errorToWire, UsageError, TidemarkError } from '../engine/errors.js';
-import type { BackupProgress, OverwritePolicy, RetentionPolicy, RestoreProgress } from '../engine/operations.js';
+import type {
+  BackupProgress,
+  OverwritePolicy,
+  RetentionPolicy,
+  RestoreProgress,
+} from '../engine/operations.js';
 import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { getNewPassword, getPassword } from './password.js';
@@ -75,16 +80,21 @@ function progressLine(io: CliIO, enabled: boolean) {
     backup(p: BackupProgress) {
       if (!enabled || (Date.now() - last < 200 && p.phase !== 'done')) return;
       last = Date.now();
-      const pct = p.scanComplete && p.bytesScanned ? ` ${((100 * p.bytesDone) / p.bytesScanned).toFixed(0)}%` : '';
+      const pct =
+        p.scanComplete && p.bytesScanned ? ` ${((100 * p.bytesDone) / p.bytesScanned).toFixed(0)}%` : '';
       const rate = p.elapsedMs ? fmtBytes((p.bytesRead / p.elapsedMs) * 1000) + '/s' : '';
       const file = p.currentFile ? ` ${p.currentFile.slice(-40)}` : '';
-      io.err(`\r\x1b[K[${p.phase}]${pct} ${p.filesDone}/${p.filesScanned} files, ${fmtBytes(p.bytesDone)} of ${fmtBytes(p.bytesScanned)}, read ${fmtBytes(p.bytesRead)} ${rate}, new ${fmtBytes(p.bytesNew)}${file}`);
+      io.err(
+        `\r\x1b[K[${p.phase}]${pct} ${p.filesDone}/${p.filesScanned} files, ${fmtBytes(p.bytesDone)} of ${fmtBytes(p.bytesScanned)}, read ${fmtBytes(p.bytesRead)} ${rate}, new ${fmtBytes(p.bytesNew)}${file}`,
+      );
     },
     restore(p: RestoreProgress) {
       if (!enabled || (Date.now() - last < 200 && p.phase !== 'done')) return;
       last = Date.now();
       const pct = p.bytesTotal ? ` ${((100 * p.bytesDone) / p.bytesTotal).toFixed(0)}%` : '';
-      io.err(`\r\x1b[K[${p.phase}]${pct} ${p.filesDone}/${p.filesTotal} files, ${fmtBytes(p.bytesDone)} of ${fmtBytes(p.bytesTotal)}`);
+      io.err(
+        `\r\x1b[K[${p.phase}]${pct} ${p.filesDone}/${p.filesTotal} files, ${fmtBytes(p.bytesDone)} of ${fmtBytes(p.bytesTotal)}`,
+      );
     },
     end() {
       if (enabled) io.err('\r\x1b[K');
@@ -100,13 +110,23 @@ function describeNode(n: TreeNode, p: string): string {
   return `${t}${mode} ${String(n.uid ?? '').padStart(5)} ${size.padStart(12)} ${mtime} ${p}${n.type === 'symlink' ? ' -> ' + n.linkTarget : ''}`;
 }
 
-export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], signal: AbortSignal = new AbortController().signal): { program: Command; exitCode: () => number } {
+export function buildProgram(
+  io: CliIO,
+  registrars: CommandRegistrar[] = [],
+  signal: AbortSignal = new AbortController().signal,
+): { program: Command; exitCode: () => number } {
   let exitCode: number = EXIT.OK;
   const program = new Command('tidemark');
   program
     .description('Tidemark backup: deduplicated, compressed, encrypted snapshots of your files')
-    .option('-r, --repo <location>', 'repository location (folder or s3:…); default $TIDEMARK_REPOSITORY or ~/.tidemark/repository')
-    .option('-p, --password-file <file>', 'read the repository password from a file (or set TIDEMARK_PASSWORD / TIDEMARK_PASSWORD_FILE)')
+    .option(
+      '-r, --repo <location>',
+      'repository location (folder or s3:…); default $TIDEMARK_REPOSITORY or ~/.tidemark/repository',
+    )
+    .option(
+      '-p, --password-file <file>',
+      'read the repository password from a file (or set TIDEMARK_PASSWORD / TIDEMARK_PASSWORD_FILE)',
+    )
     .option('--json', 'print machine-readable JSON')
     .option('-q, --quiet', 'no progress output')
     .exitOverride()
@@ -142,8 +162,16 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .description('create a new repository')
     .action(async () => {
       const backend = await openBackend(location());
-      const repo = await initRepository(backend, await getPassword(g(), 'a password for the new repository'), kdfFromEnv());
-      print(() => `created repository ${repo.config.id.slice(0, 10)} at ${backend.location}\nKeep the password safe: without it the backups cannot be read.`, () => ({ id: repo.config.id, location: backend.location }));
+      const repo = await initRepository(
+        backend,
+        await getPassword(g(), 'a password for the new repository'),
+        kdfFromEnv(),
+      );
+      print(
+        () =>
+          `created repository ${repo.config.id.slice(0, 10)} at ${backend.location}\nKeep the password safe: without it the backups cannot be read.`,
+        () => ({ id: repo.config.id, location: backend.location }),
+      );
       await repo.close();
     });
 
@@ -164,7 +192,12 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .option('--low-priority', 'run with low CPU and disk priority')
     .action(async (paths: string[], o) => {
       const excludes: string[] = [...o.exclude];
-      if (o.excludeFile) excludes.push(...(await import('node:fs/promises').then((f) => f.readFile(o.excludeFile, 'utf8'))).split('\n').filter((l) => l.trim() && !l.startsWith('#')));
+      if (o.excludeFile)
+        excludes.push(
+          ...(await import('node:fs/promises').then((f) => f.readFile(o.excludeFile, 'utf8')))
+            .split('\n')
+            .filter((l) => l.trim() && !l.startsWith('#')),
+        );
       const bar = progressLine(io, io.isTTY && !g().quiet && !g().json);
       const result = await withRepo((repo) =>
         backup(repo, {
@@ -192,7 +225,12 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
           `  read ${fmtBytes(s.bytesRead)}, new data ${fmtBytes(s.newBytes)}, added to repository ${fmtBytes(s.storedBytes)} in ${(s.durationMs / 1000).toFixed(1)} s`,
           ...result.skipped.map((k) => `  warning: ${k.path}: ${k.reason}`),
         ],
-        () => ({ id: result.snapshotId, status: result.status, snapshot: result.snapshot, skipped: result.skipped }),
+        () => ({
+          id: result.snapshotId,
+          status: result.status,
+          snapshot: result.snapshot,
+          skipped: result.skipped,
+        }),
       );
       if (result.status === 'completed-with-warnings') exitCode = EXIT.WARNINGS;
     });
@@ -209,7 +247,10 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
       print(
         () => [
           'ID        Time                 Host             Size        Files  Paths',
-          ...list.map((s) => `${short(s.id)}  ${s.time.replace('T', ' ').slice(0, 19)}  ${s.host.padEnd(15).slice(0, 15)}  ${fmtBytes(s.stats.totalBytes).padStart(10)}  ${String(s.stats.files).padStart(6)}  ${s.paths.join(', ')}${s.tags.length ? ' [' + s.tags.join(',') + ']' : ''}`),
+          ...list.map(
+            (s) =>
+              `${short(s.id)}  ${s.time.replace('T', ' ').slice(0, 19)}  ${s.host.padEnd(15).slice(0, 15)}  ${fmtBytes(s.stats.totalBytes).padStart(10)}  ${String(s.stats.files).padStart(6)}  ${s.paths.join(', ')}${s.tags.length ? ' [' + s.tags.join(',') + ']' : ''}`,
+          ),
           `${list.length} snapshots`,
         ],
         () => list,
@@ -231,12 +272,24 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
         if (node && node.type !== 'dir') rows.push({ path: target, node });
         else if (treeId) {
           if (o.recursive) for await (const e of walk(repo, treeId, target)) rows.push(e);
-          else for (const n of (await repo.loadTree(treeId)).nodes) rows.push({ path: path.posix.join(target, n.name), node: n });
+          else
+            for (const n of (await repo.loadTree(treeId)).nodes)
+              rows.push({ path: path.posix.join(target, n.name), node: n });
         }
       });
       print(
         () => rows.map((r) => describeNode(r.node, r.path)),
-        () => rows.map((r) => ({ path: r.path, type: r.node.type, size: r.node.size, mode: r.node.mode, mtimeNs: r.node.mtimeNs, uid: r.node.uid, gid: r.node.gid, linkTarget: r.node.linkTarget })),
+        () =>
+          rows.map((r) => ({
+            path: r.path,
+            type: r.node.type,
+            size: r.node.size,
+            mode: r.node.mode,
+            mtimeNs: r.node.mtimeNs,
+            uid: r.node.uid,
+            gid: r.node.gid,
+            linkTarget: r.node.linkTarget,
+          })),
       );
     });
 
@@ -250,11 +303,26 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
       await withRepo(async (repo) => {
         let snaps = await repo.listSnapshots();
         if (o.host) snaps = snaps.filter((s) => s.host === o.host);
-        for await (const { snapshot, entry } of find(repo, snaps, pattern)) rows.push({ snapshot, path: entry.path, node: entry.node });
+        for await (const { snapshot, entry } of find(repo, snaps, pattern))
+          rows.push({ snapshot, path: entry.path, node: entry.node });
       });
       print(
-        () => [...rows.map((r) => `${short(r.snapshot.id)} ${r.snapshot.time.slice(0, 19).replace('T', ' ')} ${describeNode(r.node, r.path)}`), `${rows.length} matches`],
-        () => rows.map((r) => ({ snapshot: r.snapshot.id, time: r.snapshot.time, path: r.path, type: r.node.type, size: r.node.size, mtimeNs: r.node.mtimeNs })),
+        () => [
+          ...rows.map(
+            (r) =>
+              `${short(r.snapshot.id)} ${r.snapshot.time.slice(0, 19).replace('T', ' ')} ${describeNode(r.node, r.path)}`,
+          ),
+          `${rows.length} matches`,
+        ],
+        () =>
+          rows.map((r) => ({
+            snapshot: r.snapshot.id,
+            time: r.snapshot.time,
+            path: r.path,
+            type: r.node.type,
+            size: r.node.size,
+            mtimeNs: r.node.mtimeNs,
+          })),
       );
     });
 
@@ -272,7 +340,10 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
       });
       const sign = { added: '+', removed: '-', modified: 'M', metadata: 'U' } as Record<string, string>;
       print(
-        () => [...rows.map((r) => `${sign[r.kind]} ${r.path}${r.type === 'dir' ? '/' : ''}`), `${rows.filter((r) => r.kind === 'added').length} added, ${rows.filter((r) => r.kind === 'removed').length} removed, ${rows.filter((r) => r.kind === 'modified').length} modified, ${rows.filter((r) => r.kind === 'metadata').length} metadata only`],
+        () => [
+          ...rows.map((r) => `${sign[r.kind]} ${r.path}${r.type === 'dir' ? '/' : ''}`),
+          `${rows.filter((r) => r.kind === 'added').length} added, ${rows.filter((r) => r.kind === 'removed').length} removed, ${rows.filter((r) => r.kind === 'modified').length} modified, ${rows.filter((r) => r.kind === 'metadata').length} metadata only`,
+        ],
         () => rows,
       );
     });
@@ -284,17 +355,33 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .requiredOption('--target <dir>', 'folder to restore into ("/" restores in place)')
     .option('-i, --include <path>', 'restore only this path of the snapshot (repeatable)', collect, [])
     .option('--relative-to <path>', 'strip this folder of the snapshot from restored paths')
-    .addOption(new Option('--overwrite <policy>', 'what to do with existing files').choices(['overwrite', 'skip', 'keep-both', 'if-newer']).default('overwrite'))
+    .addOption(
+      new Option('--overwrite <policy>', 'what to do with existing files')
+        .choices(['overwrite', 'skip', 'keep-both', 'if-newer'])
+        .default('overwrite'),
+    )
     .option('--workers <n>', 'CPU workers', int)
     .action(async (ref: string, o) => {
       const bar = progressLine(io, io.isTTY && !g().quiet && !g().json);
       const r = await withRepo(async (repo) => {
         const snap = await repo.loadSnapshot(ref);
-        return restore(repo, { snapshot: snap.id, target: o.target, include: o.include, relativeTo: o.relativeTo, overwrite: o.overwrite as OverwritePolicy, workers: o.workers, signal, progress: (p) => bar.restore(p) });
+        return restore(repo, {
+          snapshot: snap.id,
+          target: o.target,
+          include: o.include,
+          relativeTo: o.relativeTo,
+          overwrite: o.overwrite as OverwritePolicy,
+          workers: o.workers,
+          signal,
+          progress: (p) => bar.restore(p),
+        });
       });
       bar.end();
       print(
-        () => [`restored ${r.filesRestored} files (${fmtBytes(r.bytesRestored)}) to ${o.target}${r.skipped ? `, skipped ${r.skipped} existing` : ''}`, ...r.errors.map((e) => `  error: ${e.path}: ${e.message}`)],
+        () => [
+          `restored ${r.filesRestored} files (${fmtBytes(r.bytesRestored)}) to ${o.target}${r.skipped ? `, skipped ${r.skipped} existing` : ''}`,
+          ...r.errors.map((e) => `  error: ${e.path}: ${e.message}`),
+        ],
         () => r,
       );
       if (r.errors.length) exitCode = EXIT.WARNINGS;
@@ -307,12 +394,18 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .action(async (o) => {
       const report = await withRepo((repo) => check(repo, { readData: o.readData, signal }));
       print(
-        () => [
-          `${report.snapshots} snapshots, ${report.packs} packs, ${report.blobs} blobs checked${o.readData ? ' (all data read)' : ''}`,
-          ...report.problems.map((p) => `  ${p.kind}: ${p.message}${p.affects.length ? '\n    affects: ' + p.affects.slice(0, 20).join('\n             ') + (p.affects.length > 20 ? `\n             … and ${p.affects.length - 20} more` : '') : ''}`),
-          report.unreferencedPacks.length ? `  ${report.unreferencedPacks.length} unreferenced packs (left by an interrupted run; "tidemark prune" removes them)` : '',
-          report.ok ? 'no errors found' : `${report.problems.length} problems found`,
-        ].filter(Boolean),
+        () =>
+          [
+            `${report.snapshots} snapshots, ${report.packs} packs, ${report.blobs} blobs checked${o.readData ? ' (all data read)' : ''}`,
+            ...report.problems.map(
+              (p) =>
+                `  ${p.kind}: ${p.message}${p.affects.length ? '\n    affects: ' + p.affects.slice(0, 20).join('\n             ') + (p.affects.length > 20 ? `\n             … and ${p.affects.length - 20} more` : '') : ''}`,
+            ),
+            report.unreferencedPacks.length
+              ? `  ${report.unreferencedPacks.length} unreferenced packs (left by an interrupted run; "tidemark prune" removes them)`
+              : '',
+            report.ok ? 'no errors found' : `${report.problems.length} problems found`,
+          ].filter(Boolean),
         () => report,
       );
       if (!report.ok) exitCode = EXIT.DAMAGED;
@@ -332,21 +425,44 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .option('--dry-run', 'only show what would be removed')
     .option('--prune', 'prune afterwards')
     .action(async (o) => {
-      const policy: RetentionPolicy = { keepLast: o.keepLast, keepHourly: o.keepHourly, keepDaily: o.keepDaily, keepWeekly: o.keepWeekly, keepMonthly: o.keepMonthly, keepYearly: o.keepYearly, keepTags: o.keepTag.length ? o.keepTag : undefined };
-      if (Object.values(policy).every((v) => v === undefined)) throw new UsageError('give at least one --keep-… option');
+      const policy: RetentionPolicy = {
+        keepLast: o.keepLast,
+        keepHourly: o.keepHourly,
+        keepDaily: o.keepDaily,
+        keepWeekly: o.keepWeekly,
+        keepMonthly: o.keepMonthly,
+        keepYearly: o.keepYearly,
+        keepTags: o.keepTag.length ? o.keepTag : undefined,
+      };
+      if (Object.values(policy).every((v) => v === undefined))
+        throw new UsageError('give at least one --keep-… option');
       const { decision, pruned } = await withRepo(async (repo) => {
         const decision = await forget(repo, policy, { dryRun: o.dryRun, host: o.host });
         const pruned = o.prune && !o.dryRun ? await prune(repo, { signal }) : undefined;
         return { decision, pruned };
       });
       print(
-        () => [
-          ...decision.keep.map((k) => `keep   ${short(k.snapshot.id)} ${k.snapshot.time.slice(0, 19).replace('T', ' ')} (${k.reasons.join(', ')})`),
-          ...decision.remove.map((s) => `${o.dryRun ? 'would remove' : 'remove'} ${short(s.id)} ${s.time.slice(0, 19).replace('T', ' ')}`),
-          `${decision.keep.length} kept, ${decision.remove.length} ${o.dryRun ? 'would be removed' : 'removed'}`,
-          pruned ? `pruned: ${pruned.packsRemoved} packs removed, ${pruned.packsRewritten} rewritten, ${fmtBytes(pruned.bytesFreed)} freed` : '',
-        ].filter(Boolean),
-        () => ({ keep: decision.keep.map((k) => ({ id: k.snapshot.id, time: k.snapshot.time, reasons: k.reasons })), remove: decision.remove.map((s) => ({ id: s.id, time: s.time })), dryRun: !!o.dryRun, prune: pruned }),
+        () =>
+          [
+            ...decision.keep.map(
+              (k) =>
+                `keep   ${short(k.snapshot.id)} ${k.snapshot.time.slice(0, 19).replace('T', ' ')} (${k.reasons.join(', ')})`,
+            ),
+            ...decision.remove.map(
+              (s) =>
+                `${o.dryRun ? 'would remove' : 'remove'} ${short(s.id)} ${s.time.slice(0, 19).replace('T', ' ')}`,
+            ),
+            `${decision.keep.length} kept, ${decision.remove.length} ${o.dryRun ? 'would be removed' : 'removed'}`,
+            pruned
+              ? `pruned: ${pruned.packsRemoved} packs removed, ${pruned.packsRewritten} rewritten, ${fmtBytes(pruned.bytesFreed)} freed`
+              : '',
+          ].filter(Boolean),
+        () => ({
+          keep: decision.keep.map((k) => ({ id: k.snapshot.id, time: k.snapshot.time, reasons: k.reasons })),
+          remove: decision.remove.map((s) => ({ id: s.id, time: s.time })),
+          dryRun: !!o.dryRun,
+          prune: pruned,
+        }),
       );
     });
 
@@ -356,7 +472,11 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .option('--dry-run', 'only show what would be removed')
     .action(async (o) => {
       const r = await withRepo((repo) => prune(repo, { dryRun: o.dryRun, signal }));
-      print(() => `${o.dryRun ? 'would remove' : 'removed'} ${r.packsRemoved} packs (${r.packsRewritten} rewritten), ${r.blobsRemoved} unused blobs, ${fmtBytes(r.bytesFreed)} freed`, () => r);
+      print(
+        () =>
+          `${o.dryRun ? 'would remove' : 'removed'} ${r.packsRemoved} packs (${r.packsRewritten} rewritten), ${r.blobsRemoved} unused blobs, ${fmtBytes(r.bytesFreed)} freed`,
+        () => r,
+      );
     });
 
   const key = program.command('key').description('manage the passwords that open the repository');
@@ -364,8 +484,18 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .command('list')
     .description('list keys')
     .action(async () => {
-      const { keys, current } = await withRepo(async (repo) => ({ keys: await repo.listKeys(), current: repo.keyId }));
-      print(() => keys.map((k) => `${k.id === current ? '*' : ' '} ${short(k.id)} ${k.created.slice(0, 19).replace('T', ' ')} ${k.username}@${k.host}`), () => keys.map((k) => ({ ...k, current: k.id === current })));
+      const { keys, current } = await withRepo(async (repo) => ({
+        keys: await repo.listKeys(),
+        current: repo.keyId,
+      }));
+      print(
+        () =>
+          keys.map(
+            (k) =>
+              `${k.id === current ? '*' : ' '} ${short(k.id)} ${k.created.slice(0, 19).replace('T', ' ')} ${k.username}@${k.host}`,
+          ),
+        () => keys.map((k) => ({ ...k, current: k.id === current })),
+      );
     });
   key
     .command('add')
@@ -373,7 +503,10 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .option('--new-password-file <file>', 'read the new password from a file (or TIDEMARK_NEW_PASSWORD)')
     .action(async (o) => {
       const id = await withRepo(async (repo) => repo.addKey(await getNewPassword(o), kdfFromEnv().kdf));
-      print(() => `added key ${short(id)}`, () => ({ id }));
+      print(
+        () => `added key ${short(id)}`,
+        () => ({ id }),
+      );
     });
   key
     .command('remove')
@@ -381,15 +514,23 @@ export function buildProgram(io: CliIO, registrars: CommandRegistrar[] = [], sig
     .argument('<id>', 'key ID or prefix')
     .action(async (id: string) => {
       await withRepo((repo) => repo.removeKey(id));
-      print(() => `removed key ${id}`, () => ({ removed: id }));
+      print(
+        () => `removed key ${id}`,
+        () => ({ removed: id }),
+      );
     });
   key
     .command('passwd')
     .description('change the password in use')
     .option('--new-password-file <file>', 'read the new password from a file (or TIDEMARK_NEW_PASSWORD)')
     .action(async (o) => {
-      const id = await withRepo(async (repo) => repo.changePassword(await getNewPassword(o), kdfFromEnv().kdf));
-      print(() => `password changed (key ${short(id)})`, () => ({ id }));
+      const id = await withRepo(async (repo) =>
+        repo.changePassword(await getNewPassword(o), kdfFromEnv().kdf),
+      );
+      print(
+        () => `password changed (key ${short(id)})`,
+        () => ({ id }),
+      );
     });
 
   for (const r of registrars) r(program, ctx);
@@ -402,7 +543,12 @@ function kdfFromEnv(): { kdf?: { N: number } } {
   return n ? { kdf: { N: n } } : {};
 }
 
-export async function runCli(argv: string[], io: CliIO, registrars: CommandRegistrar[] = [], signal?: AbortSignal): Promise<number> {
+export async function runCli(
+  argv: string[],
+  io: CliIO,
+  registrars: CommandRegistrar[] = [],
+  signal?: AbortSignal,
+): Promise<number> {
   const { program, exitCode } = buildProgram(io, registrars, signal);
   const json = argv.includes('--json');
   try {
@@ -410,7 +556,12 @@ export async function runCli(argv: string[], io: CliIO, registrars: CommandRegis
     return exitCode();
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return EXIT.OK;
+      if (
+        err.code === 'commander.helpDisplayed' ||
+        err.code === 'commander.version' ||
+        err.code === 'commander.help'
+      )
+        return EXIT.OK;
       return EXIT.USAGE;
     }
     const wire = errorToWire(err);

@@ -129,7 +129,14 @@ export interface RestoreResult {
 }
 
 export interface CheckProblem {
-  kind: 'missing-pack' | 'corrupt-pack' | 'corrupt-blob' | 'missing-blob' | 'corrupt-index' | 'corrupt-snapshot' | 'corrupt-tree';
+  kind:
+    | 'missing-pack'
+    | 'corrupt-pack'
+    | 'corrupt-blob'
+    | 'missing-blob'
+    | 'corrupt-index'
+    | 'corrupt-snapshot'
+    | 'corrupt-tree';
   object: string;
   message: string;
   /** Snapshot paths affected, as "snapshotId:/path". */

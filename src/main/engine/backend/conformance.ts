@@ -7,7 +7,11 @@ import crypto from 'node:crypto';
 import type { Backend, ObjectType } from './types.js';
 import { NotFoundError, ObjectExistsError } from '../errors.js';
 
-export function backendConformance(name: string, make: () => Promise<Backend>, cleanup?: (b: Backend) => Promise<void>): void {
+export function backendConformance(
+  name: string,
+  make: () => Promise<Backend>,
+  cleanup?: (b: Backend) => Promise<void>,
+): void {
   describe(`backend conformance: ${name}`, () => {
     let b: Backend;
     beforeEach(async () => {
@@ -79,7 +83,9 @@ export function backendConformance(name: string, make: () => Promise<Backend>, c
     it('refuses a conditional write over an existing object and keeps the original', async () => {
       const n = id();
       await b.save('snapshots', n, Buffer.from('first'), { ifNotExists: true });
-      await expect(b.save('snapshots', n, Buffer.from('second'), { ifNotExists: true })).rejects.toBeInstanceOf(ObjectExistsError);
+      await expect(
+        b.save('snapshots', n, Buffer.from('second'), { ifNotExists: true }),
+      ).rejects.toBeInstanceOf(ObjectExistsError);
       expect((await b.load('snapshots', n)).toString()).toBe('first');
     });
 
@@ -103,7 +109,9 @@ export function backendConformance(name: string, make: () => Promise<Backend>, c
       await b.save('data', n, data);
       const back = await b.load('data', n);
       expect(back.length).toBe(data.length);
-      expect(crypto.createHash('sha256').update(back).digest('hex')).toBe(crypto.createHash('sha256').update(data).digest('hex'));
+      expect(crypto.createHash('sha256').update(back).digest('hex')).toBe(
+        crypto.createHash('sha256').update(data).digest('hex'),
+      );
     });
   });
 }

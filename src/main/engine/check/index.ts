@@ -24,7 +24,12 @@ export interface CheckOptions {
 }
 
 /** Calls `each` for every file path using one of `blobs`, across the given snapshots. */
-async function findAffected(repo: Repository, snapshots: SnapshotEntry[], blobs: Set<string>, trees: Set<string>): Promise<Map<string, string[]>> {
+async function findAffected(
+  repo: Repository,
+  snapshots: SnapshotEntry[],
+  blobs: Set<string>,
+  trees: Set<string>,
+): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   const note = (blob: string, where: string) => {
     let l = out.get(blob);
@@ -55,7 +60,8 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
   const problems: CheckProblem[] = [];
   const signal = opts.signal;
   await repo.loadIndex();
-  for (const e of repo.indexErrors) problems.push({ kind: 'corrupt-index', object: `index/${e.name}`, message: e.message, affects: [] });
+  for (const e of repo.indexErrors)
+    problems.push({ kind: 'corrupt-index', object: `index/${e.name}`, message: e.message, affects: [] });
 
   // packs that exist
   const stored = new Map<string, number>();
@@ -68,9 +74,20 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
     packMaxEnd.set(loc.pack, Math.max(packMaxEnd.get(loc.pack) ?? 0, loc.offset + loc.length));
   }
   for (const pack of indexedPacks) {
-    if (!stored.has(pack)) problems.push({ kind: 'missing-pack', object: `data/${pack}`, message: `pack ${pack.slice(0, 12)} is indexed but missing`, affects: [] });
+    if (!stored.has(pack))
+      problems.push({
+        kind: 'missing-pack',
+        object: `data/${pack}`,
+        message: `pack ${pack.slice(0, 12)} is indexed but missing`,
+        affects: [],
+      });
     else if ((stored.get(pack) ?? 0) < (packMaxEnd.get(pack) ?? 0))
-      problems.push({ kind: 'corrupt-pack', object: `data/${pack}`, message: `pack ${pack.slice(0, 12)} is shorter than its index says`, affects: [] });
+      problems.push({
+        kind: 'corrupt-pack',
+        object: `data/${pack}`,
+        message: `pack ${pack.slice(0, 12)} is shorter than its index says`,
+        affects: [],
+      });
   }
 
   // snapshots and trees
@@ -81,7 +98,12 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
     try {
       snapshots.push(await repo.loadSnapshot(name));
     } catch (err) {
-      problems.push({ kind: 'corrupt-snapshot', object: `snapshots/${name}`, message: (err as Error).message, affects: [] });
+      problems.push({
+        kind: 'corrupt-snapshot',
+        object: `snapshots/${name}`,
+        message: (err as Error).message,
+        affects: [],
+      });
     }
   }
   const used = new Set<string>();
@@ -102,7 +124,12 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
         tree = await repo.loadTree(treeId);
       } catch (err) {
         badTrees.add(treeId);
-        problems.push({ kind: 'corrupt-tree', object: `tree ${treeId}`, message: (err as Error).message, affects: [] });
+        problems.push({
+          kind: 'corrupt-tree',
+          object: `tree ${treeId}`,
+          message: (err as Error).message,
+          affects: [],
+        });
         return;
       }
       for (const n of tree.nodes) {
@@ -121,7 +148,15 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
   const damaged = new Map<string, string>(); // blob → message
   if (opts.readData) {
     const pool = new WorkerPool(
-      { encryptionKey: repo.key.encryption, idKey: repo.key.id, chunker: repo.config.chunker, chunkerSeed: repo.config.chunkerSeed, compressionLevel: 0, readLimit: 0, lowPriority: false },
+      {
+        encryptionKey: repo.key.encryption,
+        idKey: repo.key.id,
+        chunker: repo.config.chunker,
+        chunkerSeed: repo.config.chunkerSeed,
+        compressionLevel: 0,
+        readLimit: 0,
+        lowPriority: false,
+      },
       opts.workers ?? defaultWorkerCount(),
     );
     try {
@@ -135,22 +170,44 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
         try {
           header = decodeHeader(repo.key, bytes, bytes.length, `pack ${pack.slice(0, 12)}`);
         } catch (err) {
-          problems.push({ kind: 'corrupt-pack', object: `data/${pack}`, message: (err as Error).message, affects: [] });
+          problems.push({
+            kind: 'corrupt-pack',
+            object: `data/${pack}`,
+            message: (err as Error).message,
+            affects: [],
+          });
         }
         if (header) {
-          const items = header.map((b) => ({ id: b.id.toString('hex'), sealed: bytes.subarray(b.offset, b.offset + b.length), compressed: b.compressed, rawLength: b.rawLength }));
+          const items = header.map((b) => ({
+            id: b.id.toString('hex'),
+            sealed: bytes.subarray(b.offset, b.offset + b.length),
+            compressed: b.compressed,
+            rawLength: b.rawLength,
+          }));
           for (let i = 0; i < items.length; i += 64) {
             const batch = items.slice(i, i + 64);
             const r = await pool.run<DecodeResult>({ op: 'decode', items: batch });
             r.items.forEach((res, j) => {
-              if (!res.ok) damaged.set(batch[j].id, `blob ${batch[j].id.slice(0, 12)} in pack ${pack.slice(0, 12)}: ${res.message}`);
+              if (!res.ok)
+                damaged.set(
+                  batch[j].id,
+                  `blob ${batch[j].id.slice(0, 12)} in pack ${pack.slice(0, 12)}: ${res.message}`,
+                );
             });
           }
         }
         if (!hashOk && header && ![...damaged.values()].some((m) => m.includes(pack.slice(0, 12))))
-          problems.push({ kind: 'corrupt-pack', object: `data/${pack}`, message: `pack ${pack.slice(0, 12)} does not match its hash`, affects: [] });
+          problems.push({
+            kind: 'corrupt-pack',
+            object: `data/${pack}`,
+            message: `pack ${pack.slice(0, 12)} does not match its hash`,
+            affects: [],
+          });
         // every blob the index places in this pack must be there and intact
-        if (!header) for (const [id, loc] of repo.index.entries()) if (loc.pack === pack) damaged.set(id, `blob ${id.slice(0, 12)}: its pack ${pack.slice(0, 12)} is unreadable`);
+        if (!header)
+          for (const [id, loc] of repo.index.entries())
+            if (loc.pack === pack)
+              damaged.set(id, `blob ${id.slice(0, 12)}: its pack ${pack.slice(0, 12)} is unreadable`);
         opts.progress?.({ phase: 'read-data', done: ++n, total: packs.length });
       });
     } finally {
@@ -164,10 +221,22 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
   if (badBlobs.size || badTrees.size) {
     const affected = await findAffected(repo, snapshots, badBlobs, new Set([...badTrees, ...[...badBlobs]]));
     for (const id of lost)
-      problems.push({ kind: 'missing-blob', object: `blob ${id}`, message: `blob ${id.slice(0, 12)} is needed but not stored`, affects: affected.get(id) ?? [] });
+      problems.push({
+        kind: 'missing-blob',
+        object: `blob ${id}`,
+        message: `blob ${id.slice(0, 12)} is needed but not stored`,
+        affects: affected.get(id) ?? [],
+      });
     for (const [id, message] of damaged)
-      if (used.has(id)) problems.push({ kind: 'corrupt-blob', object: `blob ${id}`, message, affects: affected.get(id) ?? [] });
-    for (const p of problems) if (p.kind === 'corrupt-tree') p.affects = affected.get(p.object.slice(5)) ?? [];
+      if (used.has(id))
+        problems.push({
+          kind: 'corrupt-blob',
+          object: `blob ${id}`,
+          message,
+          affects: affected.get(id) ?? [],
+        });
+    for (const p of problems)
+      if (p.kind === 'corrupt-tree') p.affects = affected.get(p.object.slice(5)) ?? [];
   }
 
   // unreferenced data

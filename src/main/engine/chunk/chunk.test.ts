@@ -54,12 +54,21 @@ describe('FastCDC', () => {
 
   it('an inserted byte changes only the chunks near it', () => {
     const data = prng(11, 32 * 1024 * 1024);
-    const edited = Buffer.concat([data.subarray(0, 10_000_000), Buffer.from([42]), data.subarray(10_000_000)]);
+    const edited = Buffer.concat([
+      data.subarray(0, 10_000_000),
+      Buffer.from([42]),
+      data.subarray(10_000_000),
+    ]);
     const hashes = (buf: Buffer) => {
       const out = new Set<string>();
       let pos = 0;
       for (const l of cdc.chunkAll(buf)) {
-        out.add(crypto.createHash('sha256').update(buf.subarray(pos, pos + l)).digest('hex'));
+        out.add(
+          crypto
+            .createHash('sha256')
+            .update(buf.subarray(pos, pos + l))
+            .digest('hex'),
+        );
         pos += l;
       }
       return out;

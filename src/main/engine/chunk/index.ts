@@ -21,7 +21,12 @@ export function gearTable(seed: Buffer | string): Uint32Array {
   const out = new Uint32Array(256);
   const bytes = Buffer.alloc(1024);
   for (let block = 0; block < 32; block++) {
-    crypto.createHash('sha256').update(seed).update(Buffer.from([block])).digest().copy(bytes, block * 32);
+    crypto
+      .createHash('sha256')
+      .update(seed)
+      .update(Buffer.from([block]))
+      .digest()
+      .copy(bytes, block * 32);
   }
   for (let i = 0; i < 256; i++) out[i] = bytes.readUInt32LE(i * 4);
   return out;
@@ -36,7 +41,8 @@ export class FastCDC {
     private readonly gear: Uint32Array,
   ) {
     const bits = Math.round(Math.log2(params.avg));
-    if (params.min < 64 || params.min > params.avg || params.avg > params.max) throw new Error('invalid chunker parameters');
+    if (params.min < 64 || params.min > params.avg || params.avg > params.max)
+      throw new Error('invalid chunker parameters');
     // Top bits of the 32-bit gear hash depend on the most bytes; normalization: 2 more bits before avg, 2 fewer after.
     this.maskS = topBits(Math.min(31, bits + 2));
     this.maskL = topBits(Math.max(1, bits - 2));

@@ -19,7 +19,8 @@ export interface Compressed {
 
 /** Compresses `data` at `level` (0: never) and returns it raw when compression does not pay. */
 export function maybeCompress(data: Uint8Array, level: number): Compressed {
-  if (level <= 0 || data.length < 64) return { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), compressed: false };
+  if (level <= 0 || data.length < 64)
+    return { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), compressed: false };
   let c = compressors.get(level);
   if (!c) {
     c = new Compressor();
@@ -34,6 +35,7 @@ export function maybeCompress(data: Uint8Array, level: number): Compressed {
 export function decompress(data: Uint8Array, expectedLength: number): Buffer {
   decompressor ??= new Decompressor();
   const out = decompressor.decompress(data);
-  if (out.length !== expectedLength) throw new Error(`decompressed ${out.length} bytes, expected ${expectedLength}`);
+  if (out.length !== expectedLength)
+    throw new Error(`decompressed ${out.length} bytes, expected ${expectedLength}`);
   return out;
 }

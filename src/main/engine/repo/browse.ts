@@ -16,7 +16,11 @@ export interface WalkEntry {
 const joinPath = (dir: string, name: string) => (dir === '/' ? '/' + name : dir + '/' + name);
 
 /** The node at `path` (absolute, "/" for the root) of a snapshot, with its tree for directories. */
-export async function lookup(repo: Repository, snapshot: SnapshotEntry, path: string): Promise<{ node?: TreeNode; treeId?: ID }> {
+export async function lookup(
+  repo: Repository,
+  snapshot: SnapshotEntry,
+  path: string,
+): Promise<{ node?: TreeNode; treeId?: ID }> {
   const parts = path.split('/').filter(Boolean);
   let treeId: ID | undefined = snapshot.tree;
   let node: TreeNode | undefined;
@@ -41,7 +45,11 @@ export async function* walk(repo: Repository, treeId: ID, base = '/'): AsyncGene
 }
 
 /** Finds entries whose name (or path, when the pattern has a "/") matches a glob, across snapshots. */
-export async function* find(repo: Repository, snapshots: SnapshotEntry[], pattern: string): AsyncGenerator<{ snapshot: SnapshotEntry; entry: WalkEntry }> {
+export async function* find(
+  repo: Repository,
+  snapshots: SnapshotEntry[],
+  pattern: string,
+): AsyncGenerator<{ snapshot: SnapshotEntry; entry: WalkEntry }> {
   const byPath = pattern.includes('/');
   const seenTrees = new Map<ID, WalkEntry[]>(); // identical subtrees are searched once
   const search = async (treeId: ID, base: string): Promise<WalkEntry[]> => {
@@ -51,7 +59,8 @@ export async function* find(repo: Repository, snapshots: SnapshotEntry[], patter
     const tree = await repo.loadTree(treeId);
     for (const node of tree.nodes) {
       const p = joinPath(base, node.name);
-      if (minimatch(byPath ? p : node.name, pattern, { dot: true, nocase: true })) out.push({ path: p, node });
+      if (minimatch(byPath ? p : node.name, pattern, { dot: true, nocase: true }))
+        out.push({ path: p, node });
       if (node.type === 'dir' && node.subtree) out.push(...(await search(node.subtree, p)));
     }
     seenTrees.set(treeId + '\0' + base, out);
@@ -80,7 +89,12 @@ function sameMetadata(a: TreeNode, b: TreeNode): boolean {
 }
 
 /** Differences between two trees; identical subtree IDs are skipped without reading them. */
-export async function* diff(repo: Repository, a: ID | undefined, b: ID | undefined, base = '/'): AsyncGenerator<DiffEntry> {
+export async function* diff(
+  repo: Repository,
+  a: ID | undefined,
+  b: ID | undefined,
+  base = '/',
+): AsyncGenerator<DiffEntry> {
   if (a === b) return;
   const ta = a ? (await repo.loadTree(a)).nodes : [];
   const tb = b ? (await repo.loadTree(b)).nodes : [];

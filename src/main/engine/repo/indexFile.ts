@@ -40,8 +40,13 @@ export function encodeIndex(packs: IndexPack[]): Buffer {
 }
 
 /** Calls `each` for every blob of an index file's plaintext. */
-export function decodeIndex(buf: Buffer, what: string, each: (id: Buffer, loc: BlobLocation) => void): string[] {
-  if (buf.length < 8 || !buf.subarray(0, 4).equals(MAGIC)) throw new CorruptObjectError(`${what} is not an index file`);
+export function decodeIndex(
+  buf: Buffer,
+  what: string,
+  each: (id: Buffer, loc: BlobLocation) => void,
+): string[] {
+  if (buf.length < 8 || !buf.subarray(0, 4).equals(MAGIC))
+    throw new CorruptObjectError(`${what} is not an index file`);
   const packs: string[] = [];
   const n = buf.readUInt32LE(4);
   let o = 8;

@@ -37,7 +37,12 @@ export interface KeyInfo {
   username: string;
 }
 
-export async function writeKey(backend: Backend, master: MasterKey, password: string, kdf?: Partial<KdfParams>): Promise<string> {
+export async function writeKey(
+  backend: Backend,
+  master: MasterKey,
+  password: string,
+  kdf?: Partial<KdfParams>,
+): Promise<string> {
   if (!password) throw new TidemarkError('EMPTY_PASSWORD', 'the password must not be empty');
   const params = { ...defaultKdfParams(), ...kdf };
   const derived = await deriveKey(password, params);
@@ -65,7 +70,10 @@ function safeUsername(): string {
 }
 
 /** Tries every key file with the password; returns the master key and the ID of the key that opened it. */
-export async function openKey(backend: Backend, password: string): Promise<{ master: MasterKey; keyId: string }> {
+export async function openKey(
+  backend: Backend,
+  password: string,
+): Promise<{ master: MasterKey; keyId: string }> {
   const names: string[] = [];
   for await (const o of backend.list('keys')) names.push(o.name);
   if (names.length === 0) throw new CorruptObjectError('the repository has no key files');

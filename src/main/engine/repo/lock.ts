@@ -100,7 +100,8 @@ export async function acquireLock(
   const others = (await listLocks(backend, key)).filter((l) => l.id !== id);
   for (const l of others) {
     // a lock of a process on this computer that no longer runs is stale at once (crash, kill -9)
-    const expired = Date.parse(l.info.expires) < now() || (l.info.host === os.hostname() && !processAlive(l.info.pid));
+    const expired =
+      Date.parse(l.info.expires) < now() || (l.info.host === os.hostname() && !processAlive(l.info.pid));
     if (expired) {
       await backend.remove('locks', l.id);
       continue;

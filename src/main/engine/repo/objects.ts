@@ -21,21 +21,34 @@ export function decodeObject(key: MasterKey, stored: Uint8Array, what: string): 
   try {
     return decompressor.decompress(open(key.encryption, stored));
   } catch (err) {
-    if (err instanceof DecryptError) throw new CorruptObjectError(`${what} is damaged or was not written with this repository's key`);
+    if (err instanceof DecryptError)
+      throw new CorruptObjectError(`${what} is damaged or was not written with this repository's key`);
     throw new CorruptObjectError(`${what} cannot be decoded: ${(err as Error).message}`, { cause: err });
   }
 }
 
-export async function saveJson(backend: Backend, key: MasterKey, type: ObjectType, value: unknown): Promise<{ id: string; size: number }> {
+export async function saveJson(
+  backend: Backend,
+  key: MasterKey,
+  type: ObjectType,
+  value: unknown,
+): Promise<{ id: string; size: number }> {
   const bytes = encodeObject(key, Buffer.from(JSON.stringify(value)));
   const id = storageId(bytes);
   await backend.save(type, id, bytes);
   return { id, size: bytes.length };
 }
 
-export async function loadJson<T>(backend: Backend, key: MasterKey, type: ObjectType, id: string, verifyName = true): Promise<T> {
+export async function loadJson<T>(
+  backend: Backend,
+  key: MasterKey,
+  type: ObjectType,
+  id: string,
+  verifyName = true,
+): Promise<T> {
   const bytes = await backend.load(type, id);
-  if (verifyName && storageId(bytes) !== id) throw new CorruptObjectError(`${type}/${id.slice(0, 12)} does not match its hash (damaged file)`);
+  if (verifyName && storageId(bytes) !== id)
+    throw new CorruptObjectError(`${type}/${id.slice(0, 12)} does not match its hash (damaged file)`);
   const plain = decodeObject(key, bytes, `${type}/${id.slice(0, 12)}`);
   try {
     return JSON.parse(plain.toString('utf8')) as T;

@@ -46,7 +46,8 @@ export function encodeHeader(key: MasterKey, blobs: PackedBlob[]): Buffer {
 export function decodeHeader(key: MasterKey, tail: Buffer, packSize: number, what: string): PackedBlob[] {
   if (tail.length < 4) throw new CorruptObjectError(`${what}: too short to be a pack`);
   const hlen = tail.readUInt32LE(tail.length - 4);
-  if (hlen + 4 > tail.length || hlen + 4 > packSize) throw new CorruptObjectError(`${what}: header length ${hlen} is impossible`);
+  if (hlen + 4 > tail.length || hlen + 4 > packSize)
+    throw new CorruptObjectError(`${what}: header length ${hlen} is impossible`);
   let plain: Buffer;
   try {
     plain = open(key.encryption, tail.subarray(tail.length - 4 - hlen, tail.length - 4));
@@ -55,7 +56,8 @@ export function decodeHeader(key: MasterKey, tail: Buffer, packSize: number, wha
     throw err;
   }
   const n = plain.readUInt32LE(0);
-  if (4 + n * HEADER_ENTRY !== plain.length) throw new CorruptObjectError(`${what}: the pack header is malformed`);
+  if (4 + n * HEADER_ENTRY !== plain.length)
+    throw new CorruptObjectError(`${what}: the pack header is malformed`);
   const out: PackedBlob[] = [];
   let offset = 0;
   for (let i = 0, p = 4; i < n; i++, p += HEADER_ENTRY) {
@@ -71,7 +73,8 @@ export function decodeHeader(key: MasterKey, tail: Buffer, packSize: number, wha
     });
     offset += length;
   }
-  if (offset + hlen + 4 !== packSize) throw new CorruptObjectError(`${what}: blob lengths do not add up to the pack size`);
+  if (offset + hlen + 4 !== packSize)
+    throw new CorruptObjectError(`${what}: blob lengths do not add up to the pack size`);
   return out;
 }
 
@@ -136,14 +139,29 @@ export class PackBuilder {
 }
 
 export function locationsOf(pack: string, blobs: PackedBlob[]): [Buffer, BlobLocation][] {
-  return blobs.map((b) => [b.id, { pack, offset: b.offset, length: b.length, rawLength: b.rawLength, type: b.type, compressed: b.compressed }]);
+  return blobs.map((b) => [
+    b.id,
+    {
+      pack,
+      offset: b.offset,
+      length: b.length,
+      rawLength: b.rawLength,
+      type: b.type,
+      compressed: b.compressed,
+    },
+  ]);
 }
 
-export async function loadPackHeader(backend: Backend, key: MasterKey, pack: string): Promise<{ size: number; blobs: PackedBlob[] }> {
+export async function loadPackHeader(
+  backend: Backend,
+  key: MasterKey,
+  pack: string,
+): Promise<{ size: number; blobs: PackedBlob[] }> {
   const { size } = await backend.stat('data', pack);
   const tailLen = Math.min(size, 64 * 1024);
   let tail = await backend.load('data', pack, size - tailLen, tailLen);
   const hlen = tail.length >= 4 ? tail.readUInt32LE(tail.length - 4) : 0;
-  if (hlen + 4 > tail.length && hlen + 4 <= size) tail = await backend.load('data', pack, size - hlen - 4, hlen + 4);
+  if (hlen + 4 > tail.length && hlen + 4 <= size)
+    tail = await backend.load('data', pack, size - hlen - 4, hlen + 4);
   return { size, blobs: decodeHeader(key, tail, size, `pack ${pack.slice(0, 12)}`) };
 }

@@ -93,14 +93,18 @@ export class Repository {
       packSize: opts.packSize ?? DEFAULT_PACK_SIZE,
     };
     const keyId = await writeKey(backend, master, password, opts.kdf);
-    await backend.save('config', 'config', encodeObject(master, Buffer.from(JSON.stringify(config))), { ifNotExists: true });
+    await backend.save('config', 'config', encodeObject(master, Buffer.from(JSON.stringify(config))), {
+      ifNotExists: true,
+    });
     return new Repository(backend, master, config, keyId);
   }
 
   static async open(backend: Backend, password: string): Promise<Repository> {
     if (!(await backend.exists())) throw new RepoNotFoundError(backend.location);
     const { master, keyId } = await openKey(backend, password);
-    const config = JSON.parse(decodeObject(master, await backend.load('config', 'config'), 'config').toString('utf8')) as RepoConfig;
+    const config = JSON.parse(
+      decodeObject(master, await backend.load('config', 'config'), 'config').toString('utf8'),
+    ) as RepoConfig;
     if (config.version !== FORMAT_VERSION) throw new UnsupportedVersionError(config.version);
     return new Repository(backend, master, config, keyId);
   }
@@ -119,7 +123,11 @@ export class Repository {
     const keys = await this.listKeys();
     const match = keys.filter((k) => k.id.startsWith(id));
     if (match.length !== 1) throw new NotFoundError(`key ${id}`);
-    if (match[0].id === this.keyId) throw new TidemarkError('KEY_IN_USE', 'cannot remove the key that opened the repository; use "key passwd" to change it');
+    if (match[0].id === this.keyId)
+      throw new TidemarkError(
+        'KEY_IN_USE',
+        'cannot remove the key that opened the repository; use "key passwd" to change it',
+      );
     if (keys.length === 1) throw new TidemarkError('LAST_KEY', 'cannot remove the last key');
     await this.backend.remove('keys', match[0].id);
   }
@@ -187,11 +195,20 @@ export class Repository {
   }
 
   /** Adds a sealed blob (from sealBlob) to the pack of its type; uploads the pack when full. */
-  async addSealedBlob(type: BlobType, id: Buffer, sealed: Buffer, rawLength: number, compressed: boolean): Promise<void> {
+  async addSealedBlob(
+    type: BlobType,
+    id: Buffer,
+    sealed: Buffer,
+    rawLength: number,
+    compressed: boolean,
+  ): Promise<void> {
     if (this.uploadError) throw this.uploadError;
     let b = this.builders.get(type);
     if (!b) {
-      b = new PackBuilder(this.key, type === BlobType.Tree ? Math.min(4 * 1024 * 1024, this.config.packSize) : this.config.packSize);
+      b = new PackBuilder(
+        this.key,
+        type === BlobType.Tree ? Math.min(4 * 1024 * 1024, this.config.packSize) : this.config.packSize,
+      );
       this.builders.set(type, b);
     }
     b.add(id, type, compressed, rawLength, sealed);
@@ -231,7 +248,14 @@ export class Repository {
   private registerPack(pack: string, blobs: PackedBlob[]): void {
     const entry: IndexPack = { pack, blobs: [] };
     for (const b of blobs) {
-      const loc: BlobLocation = { pack, offset: b.offset, length: b.length, rawLength: b.rawLength, type: b.type, compressed: b.compressed };
+      const loc: BlobLocation = {
+        pack,
+        offset: b.offset,
+        length: b.length,
+        rawLength: b.rawLength,
+        type: b.type,
+        compressed: b.compressed,
+      };
       this.index.add(b.id, loc);
       this.pending.delete(b.id.toString('hex'));
       entry.blobs.push({ id: b.id, loc });
@@ -269,7 +293,8 @@ export class Repository {
     const sealed = await this.backend.load('data', loc.pack, loc.offset, loc.length).catch((err) => {
       throw addContext(`reading pack ${loc.pack.slice(0, 12)}`, err);
     });
-    if (sealed.length !== loc.length) throw new CorruptObjectError(`pack ${loc.pack.slice(0, 12)} is shorter than its index says`);
+    if (sealed.length !== loc.length)
+      throw new CorruptObjectError(`pack ${loc.pack.slice(0, 12)} is shorter than its index says`);
     return { sealed, loc };
   }
 
@@ -281,9 +306,14 @@ export class Repository {
       plain = openBlob(this.key, idBuf, sealed);
       if (loc.compressed) plain = decompress(plain, loc.rawLength);
     } catch (err) {
-      throw new CorruptObjectError(`blob ${id.slice(0, 12)} in pack ${loc.pack.slice(0, 12)} is damaged`, { cause: err });
+      throw new CorruptObjectError(`blob ${id.slice(0, 12)} in pack ${loc.pack.slice(0, 12)} is damaged`, {
+        cause: err,
+      });
     }
-    if (!blobId(this.key.id, plain).equals(idBuf)) throw new CorruptObjectError(`blob ${id.slice(0, 12)} in pack ${loc.pack.slice(0, 12)} does not match its ID`);
+    if (!blobId(this.key.id, plain).equals(idBuf))
+      throw new CorruptObjectError(
+        `blob ${id.slice(0, 12)} in pack ${loc.pack.slice(0, 12)} does not match its ID`,
+      );
     return plain;
   }
 
@@ -336,11 +366,13 @@ export class Repository {
       if (!all.length) throw new NotFoundError('snapshot "latest" (the repository has no snapshots)');
       return all[all.length - 1];
     }
-    if (/^[0-9a-f]{64}$/.test(ref)) return { ...(await loadJson<Snapshot>(this.backend, this.key, 'snapshots', ref)), id: ref };
+    if (/^[0-9a-f]{64}$/.test(ref))
+      return { ...(await loadJson<Snapshot>(this.backend, this.key, 'snapshots', ref)), id: ref };
     const matches: string[] = [];
     for await (const o of this.backend.list('snapshots')) if (o.name.startsWith(ref)) matches.push(o.name);
     if (matches.length === 0) throw new NotFoundError(`snapshot ${ref}`);
-    if (matches.length > 1) throw new TidemarkError('AMBIGUOUS', `snapshot prefix ${ref} is ambiguous (${matches.length} matches)`);
+    if (matches.length > 1)
+      throw new TidemarkError('AMBIGUOUS', `snapshot prefix ${ref} is ambiguous (${matches.length} matches)`);
     return this.loadSnapshot(matches[0]);
   }
 
@@ -360,7 +392,11 @@ export class Repository {
   }
 }
 
-export async function mapLimit<T>(items: T[], limit: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {
+export async function mapLimit<T>(
+  items: T[],
+  limit: number,
+  fn: (item: T, i: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const run = async () => {
     while (next < items.length) {

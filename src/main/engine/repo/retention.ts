@@ -24,7 +24,11 @@ export interface ForgetOptions {
   now?: Date;
 }
 
-export async function forget(repo: Repository, policy: RetentionPolicy, opts: ForgetOptions = {}): Promise<ForgetDecision> {
+export async function forget(
+  repo: Repository,
+  policy: RetentionPolicy,
+  opts: ForgetOptions = {},
+): Promise<ForgetDecision> {
   let all = await repo.listSnapshots();
   if (opts.host) all = all.filter((s) => s.host === opts.host);
   if (opts.job) all = all.filter((s) => s.job === opts.job);
@@ -48,14 +52,20 @@ export interface PruneOptions {
 }
 
 /** Every blob (trees and data) the given snapshots need; throws when any tree cannot be read. */
-export async function usedBlobs(repo: Repository, snapshots: SnapshotEntry[], signal?: AbortSignal): Promise<Set<ID>> {
+export async function usedBlobs(
+  repo: Repository,
+  snapshots: SnapshotEntry[],
+  signal?: AbortSignal,
+): Promise<Set<ID>> {
   const used = new Set<ID>();
   const walk = async (treeId: ID): Promise<void> => {
     if (used.has(treeId)) return;
     if (signal?.aborted) throw new AbortedError();
     used.add(treeId);
     const tree = await repo.loadTree(treeId).catch((err) => {
-      throw new CorruptObjectError(`tree ${treeId.slice(0, 12)} cannot be read (${(err as Error).message}); run "tidemark check" — prune deletes nothing until this is fixed`);
+      throw new CorruptObjectError(
+        `tree ${treeId.slice(0, 12)} cannot be read (${(err as Error).message}); run "tidemark check" — prune deletes nothing until this is fixed`,
+      );
     });
     for (const n of tree.nodes) {
       if (n.type === 'dir' && n.subtree) await walk(n.subtree);
@@ -74,13 +84,19 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
     const snapshots = await repo.listSnapshots();
     const used = await usedBlobs(repo, snapshots, opts.signal);
     for (const id of used) {
-      if (!repo.index.has(id)) throw new CorruptObjectError(`blob ${id.slice(0, 12)} is needed but missing; run "tidemark check" — prune deletes nothing until this is fixed`);
+      if (!repo.index.has(id))
+        throw new CorruptObjectError(
+          `blob ${id.slice(0, 12)} is needed but missing; run "tidemark check" — prune deletes nothing until this is fixed`,
+        );
     }
     const stored = new Map<string, number>();
     for await (const o of repo.backend.list('data')) stored.set(o.name, o.size);
 
     // per pack: used and unused bytes
-    const packUse = new Map<string, { used: { id: ID; loc: BlobLocation }[]; unusedBytes: number; usedBytes: number }>();
+    const packUse = new Map<
+      string,
+      { used: { id: ID; loc: BlobLocation }[]; unusedBytes: number; usedBytes: number }
+    >();
     for (const [id, loc] of repo.index.entries()) {
       let u = packUse.get(loc.pack);
       if (!u) packUse.set(loc.pack, (u = { used: [], unusedBytes: 0, usedBytes: 0 }));
@@ -95,12 +111,21 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
     for (const pack of stored.keys()) {
       const u = packUse.get(pack);
       if (!u || u.used.length === 0) remove.add(pack);
-      else if (u.unusedBytes > 0 && u.unusedBytes >= threshold * (u.usedBytes + u.unusedBytes)) repack.push(pack);
+      else if (u.unusedBytes > 0 && u.unusedBytes >= threshold * (u.usedBytes + u.unusedBytes))
+        repack.push(pack);
     }
-    for (const pack of packUse.keys()) if (!stored.has(pack) && packUse.get(pack)!.used.length) {
-      throw new CorruptObjectError(`pack ${pack.slice(0, 12)} is missing but needed; run "tidemark check" — prune deletes nothing until this is fixed`);
-    }
-    const result: PruneResult = { packsRemoved: remove.size + repack.length, packsRewritten: repack.length, bytesFreed: 0, blobsRemoved: 0 };
+    for (const pack of packUse.keys())
+      if (!stored.has(pack) && packUse.get(pack)!.used.length) {
+        throw new CorruptObjectError(
+          `pack ${pack.slice(0, 12)} is missing but needed; run "tidemark check" — prune deletes nothing until this is fixed`,
+        );
+      }
+    const result: PruneResult = {
+      packsRemoved: remove.size + repack.length,
+      packsRewritten: repack.length,
+      bytesFreed: 0,
+      blobsRemoved: 0,
+    };
     for (const [id] of repo.index.entries()) if (!used.has(id)) result.blobsRemoved++;
     for (const p of [...remove, ...repack]) result.bytesFreed += stored.get(p) ?? 0;
     if (opts.dryRun) return result;
@@ -115,7 +140,13 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
         const sealed = bytes.subarray(loc.offset, loc.offset + loc.length);
         repo.decodeBlob(id, sealed, loc); // throws on damage: never copy a damaged blob silently
         moved.add(id);
-        await repo.addSealedBlob(loc.type as BlobType, Buffer.from(id, 'hex'), Buffer.from(sealed), loc.rawLength, loc.compressed);
+        await repo.addSealedBlob(
+          loc.type as BlobType,
+          Buffer.from(id, 'hex'),
+          Buffer.from(sealed),
+          loc.rawLength,
+          loc.compressed,
+        );
       }
       opts.progress?.({ phase: 'repack', done: ++done, total: repack.length });
     }
@@ -151,11 +182,16 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
         moved.delete(id);
       });
     }
-    if (moved.size) throw new TidemarkError('PRUNE_INTERNAL', `prune lost track of ${moved.size} repacked blobs; nothing was deleted`);
+    if (moved.size)
+      throw new TidemarkError(
+        'PRUNE_INTERNAL',
+        `prune lost track of ${moved.size} repacked blobs; nothing was deleted`,
+      );
     const { id: fullIndex } = await repo.saveIndexFile(newIndex);
 
     // 3. old index files go, then the packs nothing refers to any more
-    for (const f of [...oldIndexFiles, ...written]) if (f !== fullIndex) await repo.backend.remove('index', f);
+    for (const f of [...oldIndexFiles, ...written])
+      if (f !== fullIndex) await repo.backend.remove('index', f);
     for (const p of [...remove, ...repack]) await repo.backend.remove('data', p);
     repo.invalidateIndex();
     return result;

@@ -8,8 +8,27 @@ import type { Tree, TreeNode } from './types.js';
 import { CorruptObjectError } from '../errors.js';
 
 const KEY_ORDER: (keyof TreeNode)[] = [
-  'name', 'rawName', 'type', 'mode', 'mtimeNs', 'ctimeNs', 'atimeNs', 'uid', 'gid', 'user', 'group',
-  'size', 'inode', 'dev', 'nlink', 'rdev', 'linkTarget', 'linkTargetRaw', 'subtree', 'summary', 'content',
+  'name',
+  'rawName',
+  'type',
+  'mode',
+  'mtimeNs',
+  'ctimeNs',
+  'atimeNs',
+  'uid',
+  'gid',
+  'user',
+  'group',
+  'size',
+  'inode',
+  'dev',
+  'nlink',
+  'rdev',
+  'linkTarget',
+  'linkTargetRaw',
+  'subtree',
+  'summary',
+  'content',
 ];
 
 export function nameBytes(n: Pick<TreeNode, 'name' | 'rawName'>): Buffer {
@@ -45,9 +64,11 @@ export function decodeTree(buf: Buffer, what: string): Tree {
   if (!tree || !Array.isArray(tree.nodes)) throw new CorruptObjectError(`${what} is not a valid tree`);
   const seen = new Set<string>();
   for (const n of tree.nodes) {
-    if (typeof n?.name !== 'string' || typeof n.type !== 'string') throw new CorruptObjectError(`${what} has a malformed entry`);
+    if (typeof n?.name !== 'string' || typeof n.type !== 'string')
+      throw new CorruptObjectError(`${what} has a malformed entry`);
     const raw = nameBytes(n);
-    if (!isSafeName(raw)) throw new CorruptObjectError(`${what} has an unsafe entry name ${JSON.stringify(n.name)}`);
+    if (!isSafeName(raw))
+      throw new CorruptObjectError(`${what} has an unsafe entry name ${JSON.stringify(n.name)}`);
     const k = raw.toString('latin1');
     if (seen.has(k)) throw new CorruptObjectError(`${what} names ${JSON.stringify(n.name)} twice`);
     seen.add(k);

@@ -50,14 +50,21 @@ function isZero(b: Uint8Array): boolean {
   return Buffer.compare(Buffer.from(b.buffer, b.byteOffset, b.byteLength), ZERO.subarray(0, b.length)) === 0;
 }
 
-
 export async function restore(repo: Repository, opts: RestoreOptions): Promise<RestoreResult> {
   const started = Date.now();
   const signal = opts.signal;
   const policy = opts.overwrite ?? 'overwrite';
   const target = Buffer.from(path.resolve(opts.target));
   const errors: RestoreError[] = [];
-  const progress: RestoreProgress = { phase: 'planning', filesTotal: 0, bytesTotal: 0, filesDone: 0, bytesDone: 0, errors: 0, elapsedMs: 0 };
+  const progress: RestoreProgress = {
+    phase: 'planning',
+    filesTotal: 0,
+    bytesTotal: 0,
+    filesDone: 0,
+    bytesDone: 0,
+    errors: 0,
+    elapsedMs: 0,
+  };
   const emit = () => {
     progress.elapsedMs = Date.now() - started;
     progress.errors = errors.length;
@@ -79,8 +86,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // ---- plan ------------------------------------------------------------------------------
     const includes = (opts.include ?? []).map((p) => path.posix.resolve('/', p));
     const selected = (p: string) =>
-      includes.length === 0 || includes.some((inc) => p === inc || p.startsWith(inc === '/' ? '/' : inc + '/'));
-    const leadsTo = (p: string) => includes.length === 0 || includes.some((inc) => inc === p || inc.startsWith(p === '/' ? '/' : p + '/'));
+      includes.length === 0 ||
+      includes.some((inc) => p === inc || p.startsWith(inc === '/' ? '/' : inc + '/'));
+    const leadsTo = (p: string) =>
+      includes.length === 0 || includes.some((inc) => inc === p || inc.startsWith(p === '/' ? '/' : p + '/'));
     const strip = opts.relativeTo ? path.posix.resolve('/', opts.relativeTo) : '/';
     const inodes = new Map<string, PlannedFile>();
 
@@ -89,13 +98,18 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       const stripParts = strip === '/' ? 0 : strip.split('/').filter(Boolean).length;
       const rest = raws.slice(stripParts);
       if (rest.length === 0) return undefined;
-      for (const r of rest) if (!isSafeName(r)) throw new UnsafePathError(`refusing the unsafe name ${JSON.stringify(r.toString())} in ${snapPath}`);
+      for (const r of rest)
+        if (!isSafeName(r))
+          throw new UnsafePathError(
+            `refusing the unsafe name ${JSON.stringify(r.toString())} in ${snapPath}`,
+          );
       const parts: Buffer[] = [target];
       for (const r of rest) parts.push(SEP, r);
       const out = Buffer.concat(parts);
       // belt and braces: the joined path must stay inside target
       const rel = path.relative(target.toString('latin1'), out.toString('latin1'));
-      if (rel.startsWith('..') || path.isAbsolute(rel)) throw new UnsafePathError(`${snapPath} would be written outside ${opts.target}`);
+      if (rel.startsWith('..') || path.isAbsolute(rel))
+        throw new UnsafePathError(`${snapPath} would be written outside ${opts.target}`);
       return out;
     };
 
@@ -112,7 +126,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         if (!underStrip && !aboveStrip) continue;
         if (node.type === 'dir') {
           const abs = underStrip ? targetOf(childPath, childRaws) : undefined;
-          if (abs) dirs.push({ abs, node: selected(childPath) || leadsTo(childPath) ? node : undefined, depth });
+          if (abs)
+            dirs.push({ abs, node: selected(childPath) || leadsTo(childPath) ? node : undefined, depth });
           if (node.subtree) await walk(node.subtree, childPath, childRaws, depth + 1);
           continue;
         }
@@ -121,7 +136,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         if (!abs) continue;
         if (node.type === 'symlink') symlinks.push({ abs, node });
         else if (node.type === 'file') {
-          const key = node.nlink && node.nlink > 1 && node.inode !== undefined ? `${node.dev}:${node.inode}` : undefined;
+          const key =
+            node.nlink && node.nlink > 1 && node.inode !== undefined
+              ? `${node.dev}:${node.inode}`
+              : undefined;
           const first = key ? inodes.get(key) : undefined;
           if (first) {
             hardlinks.push({ abs, first, node });
@@ -158,7 +176,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
         continue;
       }
-      if (policy === 'skip' || (policy === 'if-newer' && existing.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))) {
+      if (
+        policy === 'skip' ||
+        (policy === 'if-newer' && existing.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))
+      ) {
         skippedCount++;
         progress.filesTotal--;
         progress.bytesTotal -= f.node.size ?? 0;
@@ -195,7 +216,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     function fail(f: PlannedFile, message: string) {
       if (f.failed) return;
       f.failed = message;
-      errors.push({ path: f.display, code: 'CORRUPT_OBJECT', message: `cannot restore ${f.display}: ${message}` });
+      errors.push({
+        path: f.display,
+        code: 'CORRUPT_OBJECT',
+        message: `cannot restore ${f.display}: ${message}`,
+      });
     }
 
     const byPack = new Map<string, { id: string; loc: BlobLocation }[]>();
@@ -224,7 +249,9 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         await fs.rm(f.abs, { force: true });
         return;
       }
-      await applyMetadata(f.abs, f.node, isRoot).catch((err) => errors.push({ path: f.display, code: err.code ?? 'EIO', message: err.message }));
+      await applyMetadata(f.abs, f.node, isRoot).catch((err) =>
+        errors.push({ path: f.display, code: err.code ?? 'EIO', message: err.message }),
+      );
       progress.filesDone++;
     };
     // files without content (empty) are done already
@@ -242,13 +269,16 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           let readError: string | undefined;
           try {
             data = await repo.backend.load('data', pack, range.start, range.end - range.start);
-            if (data.length !== range.end - range.start) readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
+            if (data.length !== range.end - range.start)
+              readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
           } catch (err) {
             readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
           }
           const items = range.blobs.map((b) => ({
             id: b.id,
-            sealed: readError ? new Uint8Array(0) : data!.subarray(b.loc.offset - range.start, b.loc.offset - range.start + b.loc.length),
+            sealed: readError
+              ? new Uint8Array(0)
+              : data!.subarray(b.loc.offset - range.start, b.loc.offset - range.start + b.loc.length),
             compressed: b.loc.compressed,
             rawLength: b.loc.rawLength,
           }));
@@ -260,12 +290,18 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             const id = items[i].id;
             for (const use of uses.get(id) ?? []) {
               const f = use.file;
-              if (!r.ok) fail(f, `blob ${id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
+              if (!r.ok)
+                fail(f, `blob ${id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
               else if (!f.failed && !isZero(r.plain)) {
                 const fh = await handles.get(f.abs);
                 let done = 0;
                 while (done < r.plain.length) {
-                  const { bytesWritten } = await fh.write(r.plain, done, r.plain.length - done, use.offset + done);
+                  const { bytesWritten } = await fh.write(
+                    r.plain,
+                    done,
+                    r.plain.length - done,
+                    use.offset + done,
+                  );
                   done += bytesWritten;
                 }
               }
@@ -288,11 +324,16 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         continue;
       }
       await fs.rm(h.abs, { force: true });
-      await fs.link(h.first.abs, h.abs).catch((err) => errors.push({ path: h.abs.toString(), code: err.code, message: err.message }));
+      await fs
+        .link(h.first.abs, h.abs)
+        .catch((err) => errors.push({ path: h.abs.toString(), code: err.code, message: err.message }));
     }
     for (const s of symlinks) {
       try {
-        const exists = await fs.lstat(s.abs).then(() => true, () => false);
+        const exists = await fs.lstat(s.abs).then(
+          () => true,
+          () => false,
+        );
         if (exists) {
           if (policy === 'skip') {
             skippedCount++;
@@ -300,12 +341,19 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           }
           await fs.rm(s.abs, { force: true });
         }
-        const tgt = s.node.linkTargetRaw !== undefined ? Buffer.from(s.node.linkTargetRaw, 'base64') : Buffer.from(s.node.linkTarget ?? '');
+        const tgt =
+          s.node.linkTargetRaw !== undefined
+            ? Buffer.from(s.node.linkTargetRaw, 'base64')
+            : Buffer.from(s.node.linkTarget ?? '');
         await fs.symlink(tgt, s.abs);
         if (isRoot && s.node.uid !== undefined) await fs.lchown(s.abs, s.node.uid, s.node.gid ?? 0);
         await setTimes(s.abs, s.node.mtimeNs, s.node.mtimeNs, true);
       } catch (err) {
-        errors.push({ path: s.abs.toString(), code: (err as NodeJS.ErrnoException).code ?? 'EIO', message: (err as Error).message });
+        errors.push({
+          path: s.abs.toString(),
+          code: (err as NodeJS.ErrnoException).code ?? 'EIO',
+          message: (err as Error).message,
+        });
       }
     }
     for (const d of [...dirs].sort((a, b) => b.depth - a.depth)) {
@@ -337,7 +385,8 @@ async function ensureDir(abs: Buffer, root: Buffer): Promise<void> {
     try {
       const st = await fs.lstat(pb);
       if (st.isDirectory()) return;
-      if (p === rootStr) throw new TidemarkError('TARGET_NOT_DIR', `the restore target ${abs.toString()} is not a folder`);
+      if (p === rootStr)
+        throw new TidemarkError('TARGET_NOT_DIR', `the restore target ${abs.toString()} is not a folder`);
       // a file or symlink is in the way of a folder we must create: replace it, never follow it
       await fs.rm(pb, { force: true });
     } catch (err) {
@@ -379,7 +428,9 @@ async function applyMetadata(abs: Buffer, node: TreeNode, isRoot: boolean): Prom
   await setTimes(abs, node.mtimeNs, node.mtimeNs, true);
 }
 
-function coalesce(blobs: { id: string; loc: BlobLocation }[]): { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] {
+function coalesce(
+  blobs: { id: string; loc: BlobLocation }[],
+): { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] {
   const out: { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] = [];
   for (const b of blobs) {
     const last = out[out.length - 1];

@@ -19,7 +19,10 @@ function loadAddon(): FsMeta | undefined {
   for (const candidate of [
     path.resolve(here, '../../../../native/fsmeta/build/Release/tidemark_fsmeta.node'),
     path.resolve(here, '../native/tidemark_fsmeta.node'),
-    path.resolve(process.resourcesPath ?? '', 'app.asar.unpacked/native/fsmeta/build/Release/tidemark_fsmeta.node'),
+    path.resolve(
+      process.resourcesPath ?? '',
+      'app.asar.unpacked/native/fsmeta/build/Release/tidemark_fsmeta.node',
+    ),
   ]) {
     try {
       return require(candidate) as FsMeta;
@@ -33,7 +36,12 @@ const addon = loadAddon();
 export const nanosecondTimes = !!addon;
 
 /** Sets atime and mtime (nanoseconds since the epoch, as decimal strings); never follows a final symlink when noFollow. */
-export async function setTimes(p: Buffer, mtimeNs: string, atimeNs: string = mtimeNs, noFollow = false): Promise<void> {
+export async function setTimes(
+  p: Buffer,
+  mtimeNs: string,
+  atimeNs: string = mtimeNs,
+  noFollow = false,
+): Promise<void> {
   if (addon) {
     addon.setTimes(p, BigInt(atimeNs), BigInt(mtimeNs), noFollow);
     return;

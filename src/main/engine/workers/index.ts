@@ -75,7 +75,8 @@ export class WorkerPool {
     if (!p) return;
     if (m.type === 'event') {
       const reply = (value: unknown) => {
-        if (m.seq) pw.worker.postMessage({ type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker);
+        if (m.seq)
+          pw.worker.postMessage({ type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker);
       };
       try {
         const r = p.onEvent?.(m.event);

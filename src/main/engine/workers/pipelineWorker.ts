@@ -47,7 +47,8 @@ function ask(taskId: number, event: TaskEvent): Promise<unknown> {
   const seq = ++seqCounter;
   return new Promise((resolve) => {
     waiting.set(`${taskId}:${seq}`, resolve);
-    const transfer = event.kind === 'blobs' ? event.blobs.flatMap((b) => [b.sealed.buffer as ArrayBuffer]) : [];
+    const transfer =
+      event.kind === 'blobs' ? event.blobs.flatMap((b) => [b.sealed.buffer as ArrayBuffer]) : [];
     port.postMessage({ type: 'event', taskId, seq, event } satisfies FromWorker, transfer);
   });
 }
@@ -117,7 +118,10 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
       if (small) {
         for (const c of cuts) speculative.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
       } else if (cuts.length) {
-        const store = (await ask(taskId, { kind: 'query', ids: cuts.map((c) => c.id.toString('hex')) })) as boolean[];
+        const store = (await ask(taskId, {
+          kind: 'query',
+          ids: cuts.map((c) => c.id.toString('hex')),
+        })) as boolean[];
         const blobs: SealedBlobMsg[] = [];
         cuts.forEach((c, i) => {
           if (store[i]) blobs.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
@@ -127,7 +131,8 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
       if (eof && start >= end) break;
     }
     const after = await fh.stat();
-    const changedWhileReading = after.size !== bytesRead || after.size !== task.size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
+    const changedWhileReading =
+      after.size !== bytesRead || after.size !== task.size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
     return { content, bytesRead, size: bytesRead, changedWhileReading, blobs: speculative };
   } finally {
     await fh.close();
@@ -141,7 +146,8 @@ function decode(task: DecodeTask): DecodeResult {
         const idBuf = Buffer.from(it.id, 'hex');
         let plain = openSealed(encKey, it.sealed, idBuf);
         if (it.compressed) plain = decompress(plain, it.rawLength);
-        if (!blobId(idKey, plain).equals(idBuf)) return { ok: false as const, message: 'content does not match its ID' };
+        if (!blobId(idKey, plain).equals(idBuf))
+          return { ok: false as const, message: 'content does not match its ID' };
         const own = new Uint8Array(plain.length);
         own.set(plain);
         return { ok: true as const, plain: own };
@@ -170,8 +176,13 @@ port.on('message', (msg: ToWorker) => {
     return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };
   };
   run().then(
-    ({ result, transfer }) => port.postMessage({ type: 'done', taskId, result } satisfies FromWorker, transfer),
+    ({ result, transfer }) =>
+      port.postMessage({ type: 'done', taskId, result } satisfies FromWorker, transfer),
     (err: NodeJS.ErrnoException) =>
-      port.postMessage({ type: 'error', taskId, error: { message: err.message, code: err.code, name: err.name } } satisfies FromWorker),
+      port.postMessage({
+        type: 'error',
+        taskId,
+        error: { message: err.message, code: err.code, name: err.name },
+      } satisfies FromWorker),
   );
 });

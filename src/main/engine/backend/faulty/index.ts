@@ -38,7 +38,11 @@ export class FaultyBackend implements Backend {
     this.location = inner.location;
   }
 
-  private async check(op: Operation, type: ObjectType, name: string): Promise<FaultRule['effect'] | undefined> {
+  private async check(
+    op: Operation,
+    type: ObjectType,
+    name: string,
+  ): Promise<FaultRule['effect'] | undefined> {
     this.calls[op]++;
     for (const rule of this.rules) {
       if (!matches(rule.op, op) || !matches(rule.type, type)) continue;
@@ -63,7 +67,8 @@ export class FaultyBackend implements Backend {
   async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
     const effect = await this.check('save', type, name);
     await this.inner.save(type, name, data, options);
-    if (effect && 'dropAfterSave' in effect) throw Object.assign(new Error('connection reset after save'), { code: 'ECONNRESET' });
+    if (effect && 'dropAfterSave' in effect)
+      throw Object.assign(new Error('connection reset after save'), { code: 'ECONNRESET' });
   }
 
   async load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {

@@ -21,9 +21,15 @@ import {
 function translate(err: unknown, what: string): unknown {
   const e = err as NodeJS.ErrnoException;
   if (e?.code === 'ENOSPC' || e?.code === 'EDQUOT')
-    return new DestinationFullError(`the destination is full while writing ${what} (free some space and run again)`, { cause: err });
+    return new DestinationFullError(
+      `the destination is full while writing ${what} (free some space and run again)`,
+      { cause: err },
+    );
   if (e?.code === 'EACCES' || e?.code === 'EPERM' || e?.code === 'EROFS')
-    return new DestinationUnwritableError(`the destination cannot be written (${e.code}) while writing ${what}`, { cause: err });
+    return new DestinationUnwritableError(
+      `the destination cannot be written (${e.code}) while writing ${what}`,
+      { cause: err },
+    );
   return err;
 }
 
@@ -43,7 +49,8 @@ export class LocalBackend implements Backend {
   }
 
   private pathOf(type: ObjectType, name: string): string {
-    if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.')) throw new Error(`invalid object name ${JSON.stringify(name)}`);
+    if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.'))
+      throw new Error(`invalid object name ${JSON.stringify(name)}`);
     return path.join(this.dirOf(type, name), name);
   }
 
@@ -71,7 +78,8 @@ export class LocalBackend implements Backend {
         try {
           await fs.link(tmp, final);
         } catch (err) {
-          if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new ObjectExistsError(`${type}/${name}`);
+          if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+            throw new ObjectExistsError(`${type}/${name}`);
           throw err;
         } finally {
           await fs.rm(tmp, { force: true });
@@ -147,7 +155,7 @@ export class LocalBackend implements Backend {
     const base = path.join(this.root, type);
     const dirs: string[] = [];
     if (type === 'data') {
-      let subs: string[] = [];
+      let subs: string[];
       try {
         subs = await fs.readdir(base);
       } catch (err) {
@@ -163,7 +171,11 @@ export class LocalBackend implements Backend {
       try {
         entries = await fs.readdir(dir, { withFileTypes: true });
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') continue;
+        if (
+          (err as NodeJS.ErrnoException).code === 'ENOENT' ||
+          (err as NodeJS.ErrnoException).code === 'ENOTDIR'
+        )
+          continue;
         throw err;
       }
       for (const e of entries) {

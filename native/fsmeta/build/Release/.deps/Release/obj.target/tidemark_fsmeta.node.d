@@ -1,1 +1,0 @@
-cmd_Release/obj.target/tidemark_fsmeta.node := g++ -o Release/obj.target/tidemark_fsmeta.node -shared -pthread -rdynamic -m64  -Wl,-soname=tidemark_fsmeta.node -Wl,--start-group Release/obj.target/tidemark_fsmeta/fsmeta.o -Wl,--end-group 

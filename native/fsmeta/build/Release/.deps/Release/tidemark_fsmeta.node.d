@@ -1,1 +1,0 @@
-cmd_Release/tidemark_fsmeta.node := ln -f "Release/obj.target/tidemark_fsmeta.node" "Release/tidemark_fsmeta.node" 2>/dev/null || (rm -rf "Release/tidemark_fsmeta.node" && cp -af "Release/obj.target/tidemark_fsmeta.node" "Release/tidemark_fsmeta.node")
