@@ -19,14 +19,17 @@ export function scratchDir(prefix: string): string {
 export function nativeSkipReason(backend: 'fanotify' | 'inotify'): string | undefined {
   if (process.platform !== 'linux') return `${backend} is Linux-only`;
   const { addon, error } = loadTrackerAddon();
-  if (!addon) return process.env.TIDEMARK_SKIP_NATIVE === '1' ? `native addon not built: ${error}` : undefined; // otherwise: fail loudly below
-  if (backend === 'fanotify' && process.getuid?.() !== 0) return 'fanotify filesystem marks need root (CAP_SYS_ADMIN)';
+  if (!addon)
+    return process.env.TIDEMARK_SKIP_NATIVE === '1' ? `native addon not built: ${error}` : undefined; // otherwise: fail loudly below
+  if (backend === 'fanotify' && process.getuid?.() !== 0)
+    return 'fanotify filesystem marks need root (CAP_SYS_ADMIN)';
   return undefined;
 }
 
 export async function startNative(backend: 'fanotify' | 'inotify', roots: string[]): Promise<NativeTracker> {
   const { addon, error } = loadTrackerAddon();
-  if (!addon) throw new Error(`the native tracker addon is not built (${error}); set TIDEMARK_SKIP_NATIVE=1 to skip`);
+  if (!addon)
+    throw new Error(`the native tracker addon is not built (${error}); set TIDEMARK_SKIP_NATIVE=1 to skip`);
   const t = new NativeTracker(backend, addon, 10);
   await t.start(roots);
   return t;

@@ -4,7 +4,12 @@ import { mkdtempSync, rmSync, readFileSync, writeFileSync, statSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { ChangeJournal, JOURNAL_FILE, decodeJournal, encodeJournal } from '../../src/main/tracking/journal.js';
+import {
+  ChangeJournal,
+  JOURNAL_FILE,
+  decodeJournal,
+  encodeJournal,
+} from '../../src/main/tracking/journal.js';
 import { FakeTracker } from '../../src/main/tracking/fake.js';
 import { NoTracker } from '../../src/main/tracking/native.js';
 import type { JournalCursor } from '../../src/main/tracking/journal.js';
@@ -32,7 +37,11 @@ async function started(roots = [root]) {
 function hintOf(j: ChangeJournal, prev: JournalCursor | undefined, paths?: string[]) {
   const r = j.changesSince(prev as unknown as Record<string, unknown>, paths);
   if (!r.ok) throw new Error(`expected a hint, got: ${r.reason}`);
-  return { dirs: [...r.hint.dirtyDirs].sort(), trees: [...(r.hint.dirtyTrees ?? [])].sort(), cursor: r.hint.cursor };
+  return {
+    dirs: [...r.hint.dirtyDirs].sort(),
+    trees: [...(r.hint.dirtyTrees ?? [])].sort(),
+    cursor: r.hint.cursor,
+  };
 }
 
 function reasonOf(j: ChangeJournal, prev: unknown, paths?: string[]): string {
@@ -47,13 +56,20 @@ describe('ChangeJournal', () => {
     tracker.changed(`${root}/a/old.txt`);
     await journal.sync();
     const c1 = journal.cursor()!;
-    tracker.changed(`${root}/b/x.txt`).renamed(`${root}/c/f`, `${root}/d/f`, false).changed(`${root}/e/newdir`, { createdDir: true });
+    tracker
+      .changed(`${root}/b/x.txt`)
+      .renamed(`${root}/c/f`, `${root}/d/f`, false)
+      .changed(`${root}/e/newdir`, { createdDir: true });
     tracker.changed('/elsewhere/y.txt');
     await journal.sync();
     const h = hintOf(journal, c1);
     expect(h.dirs).toEqual([`${root}/b`, `${root}/c`, `${root}/d`, `${root}/e`]);
     expect(h.trees).toEqual([`${root}/e/newdir`]);
-    expect(h.cursor).toMatchObject({ generation: journal.generation, sequence: journal.sequence, bootId: 'boot-1' });
+    expect(h.cursor).toMatchObject({
+      generation: journal.generation,
+      sequence: journal.sequence,
+      bootId: 'boot-1',
+    });
     // from the very start of the generation, the first change is included too
     const c0 = { ...c1, sequence: 0 };
     expect(hintOf(journal, c0).dirs).toContain(`${root}/a`);
@@ -174,9 +190,15 @@ describe('ChangeJournal', () => {
     const journal = new ChangeJournal(dataDir, opts());
     await journal.attach(none);
     expect(journal.cursor()).toBeUndefined();
-    expect(reasonOf(journal, { journal: 'tidemark/1', bootId: 'boot-1', generation: 'g', sequence: 0, roots: [root] })).toMatch(
-      /Operation not permitted/,
-    );
+    expect(
+      reasonOf(journal, {
+        journal: 'tidemark/1',
+        bootId: 'boot-1',
+        generation: 'g',
+        sequence: 0,
+        roots: [root],
+      }),
+    ).toMatch(/Operation not permitted/);
   });
 
   it('persists durably and compactly; another process reads it while the owner runs', async () => {
@@ -185,7 +207,9 @@ describe('ChangeJournal', () => {
     for (let i = 0; i < 5000; i++) tracker.changed(`${root}/projects/tidemark/src/module-${i}/file.ts`);
     await journal.sync();
     const bytes = statSync(path.join(dataDir, JOURNAL_FILE)).size;
-    const naive = JSON.stringify([...Array(5000).keys()].map((i) => [`${root}/projects/tidemark/src/module-${i}`, 1])).length;
+    const naive = JSON.stringify(
+      [...Array(5000).keys()].map((i) => [`${root}/projects/tidemark/src/module-${i}`, 1]),
+    ).length;
     expect(bytes).toBeLessThan(naive / 5);
     const reader = await ChangeJournal.open(dataDir, opts());
     expect(hintOf(reader, c).dirs).toHaveLength(5000);
@@ -206,7 +230,9 @@ describe('ChangeJournal', () => {
     await journal.persistNow();
     const file = path.join(dataDir, JOURNAL_FILE);
     const state = decodeJournal(readFileSync(file));
-    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], {
+      encoding: 'utf8',
+    });
     state.writer = { pid: Number(dead.stdout), startTime: null };
     writeFileSync(file, encodeJournal(state));
     const reader = await ChangeJournal.open(dataDir, opts());
@@ -215,9 +241,13 @@ describe('ChangeJournal', () => {
 
   it('reports a missing or unreadable journal file as a reason, not an exception', async () => {
     const missing = await ChangeJournal.open(dataDir, opts());
-    expect(reasonOf(missing, { journal: 'tidemark/1', bootId: 'boot-1', generation: 'g', sequence: 0, roots: [] })).toMatch(/no change tracker has run/);
+    expect(
+      reasonOf(missing, { journal: 'tidemark/1', bootId: 'boot-1', generation: 'g', sequence: 0, roots: [] }),
+    ).toMatch(/no change tracker has run/);
     writeFileSync(path.join(dataDir, JOURNAL_FILE), 'garbage');
     const bad = await ChangeJournal.open(dataDir, opts());
-    expect(reasonOf(bad, { journal: 'tidemark/1', bootId: 'boot-1', generation: 'g', sequence: 0, roots: [] })).toMatch(/unreadable/);
+    expect(
+      reasonOf(bad, { journal: 'tidemark/1', bootId: 'boot-1', generation: 'g', sequence: 0, roots: [] }),
+    ).toMatch(/unreadable/);
   });
 });

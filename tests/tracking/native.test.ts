@@ -104,13 +104,41 @@ for (const backend of ['fanotify', 'inotify'] as const) {
       expect((await c.take()).dirs).toEqual([path.join(root, 'incoming/sub')]);
     });
 
-    it('reports a change it cannot place (a file with several hard links) as lost', async () => {
-      fs.linkSync(path.join(root, 'a/file'), path.join(root, 'c/hard'));
+    it('never misses a change to a file with several hard links (fanotify: falls back; inotify: dirties every name)', async () => {
+      const a = path.join(root, 'a');
+      const cdir = path.join(root, 'c');
+      fs.linkSync(path.join(a, 'file'), path.join(cdir, 'hard'));
       let r = await c.take();
-      expect(r.lost.join()).toMatch(/hard/);
-      fs.appendFileSync(path.join(root, 'c/hard'), 'via the second name');
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/hard/);
+      else expect(r.dirs).toEqual([a, cdir]);
+      fs.appendFileSync(path.join(cdir, 'hard'), 'via the second name');
       r = await c.take();
-      expect(r.lost.join()).toMatch(/hard link/);
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/hard link/);
+      else expect(r.dirs).toEqual([a, cdir]);
+      fs.unlinkSync(path.join(cdir, 'hard')); // a/file's link count and ctime change
+      r = await c.take();
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/link count/);
+      else expect(r.dirs).toEqual([a, cdir]);
+    });
+
+    it('knows hard links that existed before it started', async () => {
+      await tracker.stop();
+      fs.linkSync(path.join(root, 'a/b/deep'), path.join(root, 'c/deep-link'));
+      tracker = await startNative(backend, [root]);
+      c = collect(tracker);
+      await c.take();
+      fs.rmSync(path.join(root, 'c'), { recursive: true });
+      const r = await c.take();
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/link count/);
+      else expect(r.dirs).toEqual(expect.arrayContaining([root, path.join(root, 'a/b')]));
+    });
+
+    it('a link that appears and vanishes before it is examined is never silently ignored', async () => {
+      fs.linkSync(path.join(root, 'a/file'), path.join(root, 'c/brief'));
+      fs.unlinkSync(path.join(root, 'c/brief'));
+      const r = await c.take();
+      // either the reader saw the link in time (a/ dirty) or it says it cannot tell
+      expect(r.lost.length > 0 || r.dirs.includes(path.join(root, 'a'))).toBe(true);
     });
 
     it('reports the removal of a root as a breakdown (or a dirty tree where it can still follow)', async () => {
@@ -130,22 +158,27 @@ describe('backend selection', () => {
   it('falls back to "none" with the reasons when nothing can start', async () => {
     const base = scratchDir('select');
     dirsToRemove.push(base);
-    const { tracker, attempts } = await startChangeTracker([path.join(base, 'missing')], { backends: ['inotify'] });
+    const { tracker, attempts } = await startChangeTracker([path.join(base, 'missing')], {
+      backends: ['inotify'],
+    });
     expect(tracker.backend).toBe('none');
     expect(tracker.state).toBe('unavailable');
     expect(attempts).toHaveLength(1);
     expect(tracker.broken).toMatch(/inotify/);
   });
 
-  it.skipIf(process.platform !== 'linux' || !!nativeSkipReason('inotify'))('picks a working Linux backend by default', async () => {
-    const base = scratchDir('select');
-    dirsToRemove.push(base);
-    const { tracker } = await startChangeTracker([base]);
-    try {
-      expect(tracker.backend).toBe(process.getuid?.() === 0 ? 'fanotify' : 'inotify');
-      expect(tracker.state).toBe('running');
-    } finally {
-      await tracker.stop();
-    }
-  });
+  it.skipIf(process.platform !== 'linux' || !!nativeSkipReason('inotify'))(
+    'picks a working Linux backend by default',
+    async () => {
+      const base = scratchDir('select');
+      dirsToRemove.push(base);
+      const { tracker } = await startChangeTracker([base]);
+      try {
+        expect(tracker.backend).toBe(process.getuid?.() === 0 ? 'fanotify' : 'inotify');
+        expect(tracker.state).toBe('running');
+      } finally {
+        await tracker.stop();
+      }
+    },
+  );
 });

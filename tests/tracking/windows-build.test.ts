@@ -8,18 +8,31 @@ import path from 'node:path';
 import { repoRoot } from './helpers.js';
 
 // node-addon-api needs std::mutex, which only the posix-threads flavour of mingw-w64 provides.
-const gxx = ['x86_64-w64-mingw32-g++-posix', 'x86_64-w64-mingw32-g++'].find((c) => spawnSync(c, ['--version']).status === 0);
-const nodeInclude = [path.resolve(path.dirname(process.execPath), '..', 'include', 'node'), '/usr/include/node'].find((d) =>
-  existsSync(path.join(d, 'node_api.h')),
+const gxx = ['x86_64-w64-mingw32-g++-posix', 'x86_64-w64-mingw32-g++'].find(
+  (c) => spawnSync(c, ['--version']).status === 0,
 );
-const skip = !gxx ? 'mingw-w64 is not installed (apt-get install mingw-w64)' : !nodeInclude ? 'Node headers not found' : undefined;
+const nodeInclude = [
+  path.resolve(path.dirname(process.execPath), '..', 'include', 'node'),
+  '/usr/include/node',
+].find((d) => existsSync(path.join(d, 'node_api.h')));
+const skip = !gxx
+  ? 'mingw-w64 is not installed (apt-get install mingw-w64)'
+  : !nodeInclude
+    ? 'Node headers not found'
+    : undefined;
 
 describe.skipIf(!!skip)(`Windows backend build with mingw-w64${skip ? ` (skipped: ${skip})` : ''}`, () => {
   it('compiles the USN backend, the common code and the addon glue for x86_64 Windows', () => {
     const out = mkdtempSync(path.join(os.tmpdir(), 'tm-mingw-'));
     try {
       const native = path.join(repoRoot, 'native');
-      const sources = ['src/windows/usn_backend.cc', 'src/common/usn_record.cc', 'src/common/coalescer.cc', 'src/common/factory.cc', 'src/addon.cc'];
+      const sources = [
+        'src/windows/usn_backend.cc',
+        'src/common/usn_record.cc',
+        'src/common/coalescer.cc',
+        'src/common/factory.cc',
+        'src/addon.cc',
+      ];
       for (const src of sources) {
         const res = spawnSync(
           gxx!,
@@ -49,7 +62,9 @@ describe.skipIf(!!skip)(`Windows backend build with mingw-w64${skip ? ` (skipped
         expect(res.status, `${src}`).toBe(0);
       }
       // the Windows code path really was compiled (not preprocessed away)
-      const nm = spawnSync('x86_64-w64-mingw32-nm', ['-C', path.join(out, 'usn_backend.cc.obj')], { encoding: 'utf8' });
+      const nm = spawnSync('x86_64-w64-mingw32-nm', ['-C', path.join(out, 'usn_backend.cc.obj')], {
+        encoding: 'utf8',
+      });
       if (nm.status === 0) expect(nm.stdout).toMatch(/CreateUsnBackend/);
     } finally {
       rmSync(out, { recursive: true, force: true });

@@ -4,9 +4,17 @@
 // needs one update, not a rewrite of every path below it.
 //
 // Queue overflow marks the batch `lost`; running out of watches (fs.inotify.max_user_watches) or the
-// removal of a root marks the backend broken. inotify cannot see link-count changes, so a file with
-// several hard links changing under any of its names is reported as `lost` when seen; a link that is
-// created and removed before the reader looks at it is a known blind spot of this backend.
+// removal of a root marks the backend broken.
+//
+// Hard links: inotify reports a change only to the directory of the name it was made through, and
+// link-count changes not at all. So the backend keeps a map of every file with several links it has
+// seen (from an lstat of each file when a directory is first watched, and from events): inode → its
+// names (watch, name). A change through one name, or the removal/addition of a name, dirties the
+// directories of all known names. A new link to a file it knew with one name is resolved by searching
+// the watched directories for the inode. A name that appeared and vanished before the reader could
+// lstat it (and was not a file written and closed, like an editor's temp file) may have been a link,
+// so it marks the batch `lost`, as does a file with names outside the roots. Changes made through a
+// name outside the roots are not seen (as with every backend).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "reader_base.h"
 
@@ -29,11 +41,15 @@ constexpr uint32_t kMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
                            IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW;
 constexpr int kNoParent = -1;
 constexpr int kDetached = -2;
+constexpr size_t kMaxSearchDirs = 20000;
 
 struct WatchNode {
   int parent;
   std::string name;  // full path for roots
 };
+
+using InodeKey = std::pair<dev_t, ino_t>;
+using NameKey = std::pair<int, std::string>;  // (watch of the directory, entry name)
 
 class InotifyBackend : public LinuxReaderBase {
  public:
@@ -64,6 +80,9 @@ class InotifyBackend : public LinuxReaderBase {
     if (notifyFd_ >= 0) close(notifyFd_);
     notifyFd_ = -1;
     nodes_.clear();
+    links_.clear();
+    byName_.clear();
+    unexamined_.clear();
   }
 
   bool Drain() override {
@@ -104,15 +123,19 @@ class InotifyBackend : public LinuxReaderBase {
     DIR *d = opendir(path.c_str());
     if (!d) return wd;
     std::vector<std::string> subdirs;
+    int dfd = dirfd(d);
     while (dirent *de = readdir(d)) {
       if (de->d_name[0] == '.' && (de->d_name[1] == 0 || (de->d_name[1] == '.' && de->d_name[2] == 0))) continue;
-      bool isDir = de->d_type == DT_DIR;
-      if (de->d_type == DT_UNKNOWN) {
-        struct stat st;
-        std::string child = coalescer_->Join(path, de->d_name);
-        isDir = lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      if (de->d_type == DT_DIR) {
+        subdirs.emplace_back(de->d_name);
+        continue;
       }
-      if (isDir) subdirs.emplace_back(de->d_name);
+      struct stat st;
+      if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode))
+        subdirs.emplace_back(de->d_name);
+      else if (st.st_nlink > 1)
+        NoteName(st, NameKey(wd, de->d_name));
     }
     closedir(d);
     for (const auto &s : subdirs) {
@@ -120,6 +143,115 @@ class InotifyBackend : public LinuxReaderBase {
       if (!broken_.empty()) break;
     }
     return wd;
+  }
+
+  // Records that inode `st` (several links) has the name `nk`; returns true when it was known before.
+  bool NoteName(const struct stat &st, const NameKey &nk) {
+    InodeKey key(st.st_dev, st.st_ino);
+    auto it = links_.find(key);
+    bool known = it != links_.end();
+    links_[key].insert(nk);
+    byName_[nk] = key;
+    return known;
+  }
+
+  // Dirties the directory of every known name of `key`.
+  void MarkNames(const InodeKey &key) {
+    auto it = links_.find(key);
+    if (it == links_.end()) return;
+    for (const auto &nk : it->second) {
+      std::string dir = PathOf(nk.first);
+      if (!dir.empty()) coalescer_->MarkDir(dir);
+    }
+  }
+
+  // A name went away (deleted or moved from): the other names' link count and ctime changed.
+  void ForgetName(const NameKey &nk) {
+    auto b = byName_.find(nk);
+    if (b == byName_.end()) return;
+    InodeKey key = b->second;
+    byName_.erase(b);
+    auto it = links_.find(key);
+    if (it == links_.end()) return;
+    it->second.erase(nk);
+    MarkNames(key);
+    if (it->second.empty()) links_.erase(it);
+  }
+
+  // Drops every name inside a watch that no longer exists.
+  void ForgetWatch(int wd) {
+    for (auto it = byName_.begin(); it != byName_.end();) {
+      if (it->first.first != wd) {
+        ++it;
+        continue;
+      }
+      auto l = links_.find(it->second);
+      if (l != links_.end()) {
+        l->second.erase(it->first);
+        if (l->second.empty()) links_.erase(l);
+      }
+      it = byName_.erase(it);
+    }
+  }
+
+  // Finds every name of inode `st` in the watched directories. False when there are too many
+  // directories to search.
+  bool FindNames(const struct stat &target) {
+    if (nodes_.size() > kMaxSearchDirs) return false;
+    std::vector<int> wds;
+    wds.reserve(nodes_.size());
+    for (const auto &kv : nodes_) wds.push_back(kv.first);
+    for (int wd : wds) {
+      std::string dir = PathOf(wd);
+      if (dir.empty()) continue;
+      DIR *d = opendir(dir.c_str());
+      if (!d) continue;
+      int dfd = dirfd(d);
+      while (dirent *de = readdir(d)) {
+        if (de->d_type == DT_DIR) continue;
+        if (de->d_type != DT_UNKNOWN && de->d_ino != target.st_ino) continue;
+        struct stat st;
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == target.st_ino &&
+            st.st_dev == target.st_dev)
+          NoteName(st, NameKey(wd, de->d_name));
+      }
+      closedir(d);
+    }
+    return true;
+  }
+
+  // A name was created, moved in, or changed: keep the link map current and dirty every name's
+  // directory when the file has (or had) several links.
+  void CheckLinks(int wd, const std::string &full, const std::string &name, bool arrived) {
+    NameKey nk(wd, name);
+    struct stat st;
+    if (lstat(full.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) {
+      int err = errno;
+      auto b = byName_.find(nk);
+      if (b != byName_.end()) MarkNames(b->second);
+      if (arrived && err == ENOENT) unexamined_.insert(nk);
+      return;
+    }
+    unexamined_.erase(nk);
+    auto b = byName_.find(nk);
+    if (b != byName_.end() && b->second != InodeKey(st.st_dev, st.st_ino)) ForgetName(nk);  // replaced
+    if (st.st_nlink <= 1) {
+      auto again = byName_.find(nk);
+      if (again != byName_.end()) {
+        MarkNames(again->second);  // it lost its other names
+        ForgetName(nk);
+      }
+      return;
+    }
+    bool known = NoteName(st, nk);
+    InodeKey key(st.st_dev, st.st_ino);
+    if (!known) {
+      if (!FindNames(st))
+        coalescer_->Lost("a hard link was created (" + full + ") and there are too many folders to search for its other names");
+      else if (links_[key].size() < st.st_nlink)
+        coalescer_->Lost("a file with hard links outside the tracked folders changed (" + full + ")");
+    }
+    MarkNames(key);
   }
 
   // Path of a watched directory, or "" when it (or an ancestor) was moved out of the roots.
@@ -151,6 +283,8 @@ class InotifyBackend : public LinuxReaderBase {
     if (ev->mask & IN_IGNORED) {
       if (IsRoot(ev->wd)) broken_ = "a source root was removed, moved or unmounted";
       nodes_.erase(ev->wd);
+      ForgetWatch(ev->wd);
+      for (auto it = unexamined_.begin(); it != unexamined_.end();) it = it->first == ev->wd ? unexamined_.erase(it) : std::next(it);
       return;
     }
     if (ev->mask & IN_UNMOUNT) {
@@ -182,16 +316,25 @@ class InotifyBackend : public LinuxReaderBase {
       AddTree(full, ev->wd, name, err);
       return;
     }
-    if (!isDir && (ev->mask & (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE)) &&
-        checked_.insert(full).second) {
-      struct stat st;
-      if (lstat(full.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && st.st_nlink > 1)
-        coalescer_->Lost("a file with several hard links changed (" + full + "); its other names cannot be located");
+    if (isDir) return;
+    if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+      if (unexamined_.erase(NameKey(ev->wd, name)))
+        coalescer_->Lost("an entry appeared and vanished before it could be examined (" + full + "); it may have been a hard link");
+      ForgetName(NameKey(ev->wd, name));
+      checked_.erase(full);
+      return;
+    }
+    if (ev->mask & IN_CLOSE_WRITE) unexamined_.erase(NameKey(ev->wd, name));  // a file written and closed, not a link
+    if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) || checked_.insert(full).second) {
+      CheckLinks(ev->wd, full, name, arrived);
     }
   }
 
   std::unordered_map<int, WatchNode> nodes_;
   std::unordered_set<std::string> checked_;
+  std::map<InodeKey, std::set<NameKey>> links_;
+  std::map<NameKey, InodeKey> byName_;
+  std::set<NameKey> unexamined_;
 };
 
 }  // namespace

@@ -15,7 +15,11 @@ export interface TrackerDaemonOptions {
   log?: (line: string) => void;
   journal?: JournalOptions;
   /** Called once the tracker runs (or was found unavailable), with the journal it feeds. */
-  onReady?: (info: { journal: ChangeJournal; backend: TrackerBackendName; attempts: TrackerAttempt[] }) => void;
+  onReady?: (info: {
+    journal: ChangeJournal;
+    backend: TrackerBackendName;
+    attempts: TrackerAttempt[];
+  }) => void;
 }
 
 export interface TrackerDaemonResult {
@@ -35,7 +39,10 @@ export async function runTrackerDaemon(opts: TrackerDaemonOptions): Promise<Trac
   const journal = new ChangeJournal(opts.dataDir, opts.journal);
   await journal.attach(tracker);
   if (tracker.backend === 'none') log(`no change tracking: ${tracker.broken}; backups will scan everything`);
-  else log(`tracking changes under ${opts.roots.join(', ')} with ${tracker.backend} (generation ${journal.generation})`);
+  else
+    log(
+      `tracking changes under ${opts.roots.join(', ')} with ${tracker.backend} (generation ${journal.generation})`,
+    );
   opts.onReady?.({ journal, backend: tracker.backend, attempts });
   let broken: string | undefined;
   const unsubscribe = tracker.onEvents((b) => {

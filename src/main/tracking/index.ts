@@ -12,6 +12,18 @@
 export type { ChangeTracker, TrackerBatch, TrackerBackendName, TrackerState } from './types.js';
 export { FakeTracker } from './fake.js';
 export { NativeTracker, NoTracker, loadTrackerAddon } from './native.js';
-export { startChangeTracker, defaultBackendOrder, type TrackerAttempt, type StartTrackerOptions } from './select.js';
-export { ChangeJournal, currentBootId, isJournalCursor, type JournalCursor, type ChangesSince, type JournalOptions } from './journal.js';
+export {
+  startChangeTracker,
+  defaultBackendOrder,
+  type TrackerAttempt,
+  type StartTrackerOptions,
+} from './select.js';
+export {
+  ChangeJournal,
+  currentBootId,
+  isJournalCursor,
+  type JournalCursor,
+  type ChangesSince,
+  type JournalOptions,
+} from './journal.js';
 export { runTrackerDaemon, type TrackerDaemonOptions, type TrackerDaemonResult } from './daemon.js';

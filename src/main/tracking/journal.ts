@@ -237,7 +237,9 @@ export class ChangeJournal {
         roots: [],
         sequence: 0,
         status: 'empty',
-        reason: missing ? 'no change tracker has run' : `the change journal is unreadable (${(err as Error).message})`,
+        reason: missing
+          ? 'no change tracker has run'
+          : `the change journal is unreadable (${(err as Error).message})`,
         writer: { pid: 0, startTime: null },
         lostAt: 0,
         droppedUpTo: 0,
@@ -363,24 +365,36 @@ export class ChangeJournal {
    * the backup's sources: each must be inside a tracked root, and the hint is limited to them.
    */
   changesSince(previous: Record<string, unknown> | undefined | null, paths?: string[]): ChangesSince {
-    if (previous === undefined || previous === null) return { ok: false, reason: 'the previous snapshot has no change-journal cursor' };
-    if (!isJournalCursor(previous)) return { ok: false, reason: 'the previous snapshot has no usable change-journal cursor' };
+    if (previous === undefined || previous === null)
+      return { ok: false, reason: 'the previous snapshot has no change-journal cursor' };
+    if (!isJournalCursor(previous))
+      return { ok: false, reason: 'the previous snapshot has no usable change-journal cursor' };
     const bad = this.unusable();
     if (bad) return { ok: false, reason: bad };
     const s = this.s;
-    if (previous.bootId !== s.bootId) return { ok: false, reason: 'the machine restarted since the previous snapshot' };
+    if (previous.bootId !== s.bootId)
+      return { ok: false, reason: 'the machine restarted since the previous snapshot' };
     if (previous.generation !== s.generation)
-      return { ok: false, reason: 'the change tracker restarted since the previous snapshot (it was not running the whole time)' };
+      return {
+        ok: false,
+        reason:
+          'the change tracker restarted since the previous snapshot (it was not running the whole time)',
+      };
     const prevRoots = [...previous.roots].sort();
     if (prevRoots.length !== s.roots.length || prevRoots.some((r, i) => r !== s.roots[i]))
       return { ok: false, reason: 'the tracked folders changed since the previous snapshot' };
     const sources = paths?.map((p) => path.resolve(p));
     const untracked = sources?.find((p) => !s.roots.some((r) => isUnder(p, r)));
     if (untracked) return { ok: false, reason: `${untracked} is not tracked by the change tracker` };
-    if (previous.sequence > s.sequence) return { ok: false, reason: 'the previous snapshot’s cursor is ahead of the journal' };
+    if (previous.sequence > s.sequence)
+      return { ok: false, reason: 'the previous snapshot’s cursor is ahead of the journal' };
     if (s.lostAt > previous.sequence) return { ok: false, reason: s.lostReason ?? 'change events were lost' };
     if (previous.sequence < s.droppedUpTo)
-      return { ok: false, reason: 'the journal no longer holds the changes since the previous snapshot (a newer backup was committed)' };
+      return {
+        ok: false,
+        reason:
+          'the journal no longer holds the changes since the previous snapshot (a newer backup was committed)',
+      };
     // Directories above a source are not part of the snapshot (the scanner re-reads the sources'
     // own metadata every time); a dirty tree above a source covers the whole source.
     const inside = (p: string) => !sources || sources.some((src) => isUnder(p, src));
@@ -440,7 +454,7 @@ export class ChangeJournal {
     if (!force && Date.now() - this.consumersReadAt < 10_000) return;
     this.consumersReadAt = Date.now();
     const dir = path.join(this.dataDir, CONSUMERS_DIR);
-    let names: string[] = [];
+    let names: string[];
     try {
       names = await fsp.readdir(dir);
     } catch {
@@ -450,7 +464,8 @@ export class ChangeJournal {
       if (!n.endsWith('.json')) continue;
       try {
         const c = JSON.parse(await fsp.readFile(path.join(dir, n), 'utf8'));
-        if (c.generation === this.s.generation && typeof c.sequence === 'number') this.consumers.set(n.slice(0, -5), c.sequence);
+        if (c.generation === this.s.generation && typeof c.sequence === 'number')
+          this.consumers.set(n.slice(0, -5), c.sequence);
       } catch {
         // a half-written or foreign file: ignore
       }

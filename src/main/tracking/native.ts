@@ -37,8 +37,16 @@ export interface UsnRecord {
 }
 
 export interface TrackerAddon {
-  Tracker: new (backend: string, roots: string[], onBatch: (b: NativeBatch) => void, batchMillis?: number) => NativeTrackerHandle;
-  parseUsnRecords(buf: Buffer, hasNextUsnHeader?: boolean): { nextUsn: bigint; skipped: number; error?: string; records: UsnRecord[] };
+  Tracker: new (
+    backend: string,
+    roots: string[],
+    onBatch: (b: NativeBatch) => void,
+    batchMillis?: number,
+  ) => NativeTrackerHandle;
+  parseUsnRecords(
+    buf: Buffer,
+    hasNextUsnHeader?: boolean,
+  ): { nextUsn: bigint; skipped: number; error?: string; records: UsnRecord[] };
   backends(): string[];
 }
 
@@ -74,7 +82,9 @@ export function loadTrackerAddon(): { addon?: TrackerAddon; error?: string } {
       return cached;
     }
   }
-  cached = { error: `native change tracker not built (looked for ${tried[0] ?? 'tidemark_tracker.node'}; run "node scripts/build-native.mjs")` };
+  cached = {
+    error: `native change tracker not built (looked for ${tried[0] ?? 'tidemark_tracker.node'}; run "node scripts/build-native.mjs")`,
+  };
   return cached;
 }
 
@@ -139,7 +149,8 @@ export class NativeTracker implements ChangeTracker {
         this.state = 'broken';
         this.broken = b.broken;
       }
-      if (batch.dirtyDirs.length || batch.dirtyTrees.length || batch.lost || batch.broken) this.listeners.emit(batch);
+      if (batch.dirtyDirs.length || batch.dirtyTrees.length || batch.lost || batch.broken)
+        this.listeners.emit(batch);
     } finally {
       if (b.flushToken) {
         this.flushWaiters.get(b.flushToken)?.();
