@@ -7,5 +7,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: 2,
+    globalSetup: ['tests/s3/global-setup.ts'],
   },
 });

@@ -6,8 +6,8 @@
 #   scripts/radosgw.sh status   # exit 0 when the gateway answers
 #   scripts/radosgw.sh env      # print the connection settings (shell syntax)
 #
-# One monitor, one bluestore OSD on a sparse file, one radosgw with the beast frontend. Auth between
-# the daemons is off (they only listen on loopback); S3 requests are signed with keys made by
+# One monitor, one bluestore OSD on a sparse file, one radosgw with the beast frontend, all on
+# loopback, with cephx keys generated per run; S3 requests are signed with keys made by
 # `radosgw-admin user create`. Every wait is bounded, so a broken install fails in seconds with the
 # relevant log tail instead of hanging a CI run.
 #
@@ -69,7 +69,10 @@ stop_daemons() {
     pid=$(cat "$pidfile" 2>/dev/null || true)
     [ -n "$pid" ] || continue
     while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    if kill -9 "$pid" 2>/dev/null; then
+      local gone=$((SECONDS + 5))
+      while kill -0 "$pid" 2>/dev/null && ((SECONDS < gone)); do sleep 0.1; done
+    fi
   done
 }
 
@@ -81,10 +84,10 @@ fsid = $fsid
 mon host = v1:127.0.0.1:$MON_PORT
 mon initial members = a
 public addr = 127.0.0.1
-auth cluster required = none
-auth service required = none
-auth client required = none
-auth supported = none
+auth cluster required = cephx
+auth service required = cephx
+auth client required = cephx
+mon warn on insecure global id reclaim allowed = false
 ms bind ipv6 = false
 osd pool default size = 1
 osd pool default min size = 1
@@ -156,11 +159,19 @@ start() {
   osd_uuid=$(cat /proc/sys/kernel/random/uuid)
   write_conf "$fsid"
 
+  # Keys for every daemon in one keyring, imported into the monitor when it is created. (cephx also
+  # makes clients wait for the monitor map before sending commands; with auth off they can race it
+  # and get "wrong fsid".)
+  local k="$DIR/keyring"
+  ceph-authtool --create-keyring "$k" --gen-key -n mon. --cap mon 'allow *' >/dev/null
+  ceph-authtool "$k" --gen-key -n client.admin --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
+  ceph-authtool "$k" --gen-key -n osd.0 --cap mon 'allow profile osd' --cap osd 'allow *' --cap mgr 'allow profile osd' >/dev/null
+  ceph-authtool "$k" --gen-key -n client.rgw --cap mon 'allow rw' --cap osd 'allow rwx' --cap mgr 'allow rw' >/dev/null
+
   # Monitor.
-  ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
   monmaptool --create --fsid "$fsid" --add a "127.0.0.1:$MON_PORT" "$DIR/monmap" >/dev/null
   ceph-mon -c "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/keyring" 2>>"$DIR/log/setup.log" || die "ceph-mon --mkfs failed"
-  ceph-mon -c "$CONF" -i a 2>>"$DIR/log/setup.log" || die "ceph-mon did not start"
+  ceph-mon -c "$CONF" -i a 9>&- 2>>"$DIR/log/setup.log" || die "ceph-mon did not start"
   wait_for 20 "the monitor" timeout 5 "${CEPH[@]}" mon stat
 
   # One bluestore OSD on a sparse file (bluestore block create makes $DIR/osd/block).
@@ -168,11 +179,11 @@ start() {
   id=$(timeout 20 "${CEPH[@]}" osd new "$osd_uuid" 2>>"$DIR/log/setup.log") || die "ceph osd new failed"
   [ "$id" = 0 ] || die "unexpected OSD id $id"
   ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" 2>>"$DIR/log/setup.log" >/dev/null || die "ceph-osd --mkfs failed"
-  ceph-osd -c "$CONF" -i 0 2>>"$DIR/log/setup.log" || die "ceph-osd did not start"
+  ceph-osd -c "$CONF" -i 0 9>&- 2>>"$DIR/log/setup.log" || die "ceph-osd did not start"
   wait_for 30 "the OSD to come up" sh -c "timeout 5 ${CEPH[*]} osd dump 2>/dev/null | grep -q '^osd.0 up'"
 
   # The gateway creates its pools on first start.
-  radosgw -c "$CONF" -n client.rgw 2>>"$DIR/log/setup.log" || die "radosgw did not start"
+  radosgw -c "$CONF" -n client.rgw 9>&- 2>>"$DIR/log/setup.log" || die "radosgw did not start"
   wait_for 60 "radosgw on 127.0.0.1:$PORT" http_up
   timeout 30 radosgw-admin -c "$CONF" user create --uid=tidemark-test --display-name="Tidemark tests" \
     --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null 2>>"$DIR/log/setup.log" || die "radosgw-admin user create failed"
@@ -190,6 +201,7 @@ stop() {
 }
 
 # start/stop are serialised across processes (test files running in parallel share one cluster).
+# The daemons are started with fd 9 closed so they do not inherit the lock.
 with_lock() {
   mkdir -p "$(dirname "$DIR")"
   exec 9>"$DIR.lock"

@@ -19,6 +19,15 @@ export const RADOSGW_SCRIPT = path.join(root, 'scripts/radosgw.sh');
 export const RADOSGW_DIR = process.env.TIDEMARK_RGW_DIR ?? '/tmp/tidemark-radosgw';
 /** Written when a test run (not a person) started radosgw, so the global teardown knows to stop it. */
 export const STARTED_BY_TESTS = `${RADOSGW_DIR}.started-by-tests`;
+/** One file per vitest run using radosgw (named by the run's main pid): the last one out stops it. */
+export const RADOSGW_USERS = `${RADOSGW_DIR}.users`;
+
+function registerUser(): void {
+  const pid = process.env.TIDEMARK_VITEST_PID;
+  if (!pid) return;
+  fs.mkdirSync(RADOSGW_USERS, { recursive: true });
+  fs.writeFileSync(path.join(RADOSGW_USERS, pid), '');
+}
 
 export interface S3Server {
   name: string;
@@ -72,6 +81,7 @@ export function useRadosgw(): Promise<S3Server | string> {
     } catch {
       return 'Ceph radosgw is not installed (apt-get install -y --no-install-recommends radosgw ceph-mon ceph-osd, or run .ci/setup.d/40-radosgw.sh)';
     }
+    registerUser();
     const wasUp = await run('bash', [RADOSGW_SCRIPT, 'status']).then(
       () => true,
       () => false,
