@@ -8,9 +8,9 @@ import { createApi } from './api/wiring.js';
 import { desktop, runDesktopApp } from './app/index.js';
 
 const outDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { api, state } = createApi({ mode: 'electron', desktop });
+const { api, close } = createApi({ mode: 'electron', desktop });
 const started = await runDesktopApp(api, outDir, async () => {
   await api.close();
-  state.flush();
+  close();
 });
 if (started) api.startScheduler();

@@ -48,6 +48,8 @@ export const scheduleSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('hourly'), minute: z.number().int().min(0).max(59) }),
   z.object({ kind: z.literal('every'), hours: z.number().int().min(1).max(168) }),
   z.object({ kind: z.literal('daily'), time: timeOfDay }),
+  /** Custom cron expressions (made with the CLI); the wizard shows them but does not edit them. */
+  z.object({ kind: z.literal('cron'), expressions: z.array(z.string().min(1)).min(1) }),
   z.object({
     kind: z.literal('weekly'),
     days: z.array(z.number().int().min(0).max(6)).min(1, 'pick at least one day'),
@@ -195,7 +197,17 @@ export interface RunDetail extends RunSummary {
   log: string[];
 }
 
-export type Phase = 'queued' | 'starting' | 'scanning' | 'backing-up' | 'finalizing' | 'done';
+export type Phase =
+  | 'queued'
+  | 'starting'
+  | 'scanning'
+  | 'backing-up'
+  | 'finalizing'
+  | 'retention'
+  | 'indexing'
+  | 'prune'
+  | 'verify'
+  | 'done';
 
 /** A run in progress, as the Live run page and the tray show it. */
 export interface LiveRun {

@@ -74,7 +74,6 @@ beforeAll(async () => {
     engine: new FakeEngine(),
     jobs: state,
     runs: state,
-    secrets: state,
     settings: state,
     info: {
       version: 'test',

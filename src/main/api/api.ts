@@ -23,11 +23,11 @@ import {
   type RestoreStatus,
 } from '../../shared/api.js';
 import type { SnapshotEntry } from '../engine/repo/types.js';
-import type { ApiServices, RepoHandle } from './services.js';
+import type { ApiServices, JobSpec, RepoHandle, Runner } from './services.js';
 import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager } from './runner.js';
+import type { MemoryState } from './state.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
-import { nextRunAt, SimpleScheduler } from './schedule.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -37,17 +37,18 @@ interface RepoEntry {
 
 export class TidemarkApi {
   private events = new EventEmitter();
-  readonly runs: RunManager;
+  readonly runs: Runner;
   private walker = new TreeWalker();
   private repos = new Map<string, RepoEntry>();
   private stats = new Map<string, { snapshots: number; bytes: number | null }>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
-  private scheduler?: SimpleScheduler;
   private handlers: Handlers;
 
   constructor(private s: ApiServices) {
     this.events.setMaxListeners(0);
-    this.runs = new RunManager(s, (event, payload) => this.emit(event, payload as never));
+    const emit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) =>
+      this.emit(event, payload as never);
+    this.runs = s.runner ? s.runner(emit) : new RunManager({ ...s, runs: s.runs as MemoryState }, emit);
     this.events.on('run.finished', (run: { jobId: string }) => {
       this.dropRepo(run.jobId);
       void this.refreshStats(run.jobId);
@@ -55,20 +56,14 @@ export class TidemarkApi {
     this.handlers = this.makeHandlers();
   }
 
-  /** Starts the built-in scheduler (not used by tests). */
+  /** Starts scheduling jobs (the app and browser mode; not tests). */
   startScheduler(): void {
-    this.scheduler = new SimpleScheduler(
-      async () => this.s.jobs.listJobs(),
-      async (job) => (this.runs.isRunning(job.id) ? null : this.runs.start(job, false)),
-      this.s.now,
-    );
-    this.scheduler.start();
+    this.runs.startScheduler();
   }
 
   async close(): Promise<void> {
-    this.scheduler?.stop();
     for (const r of this.restores.values()) r.abort.abort();
-    for (const l of this.runs.liveRuns()) this.runs.cancel(l.run.id);
+    await this.runs.close();
     for (const id of [...this.repos.keys()]) this.dropRepo(id);
   }
 
@@ -119,7 +114,7 @@ export class TidemarkApi {
   }
 
   private async password(job: Job): Promise<string> {
-    const pw = await this.s.secrets.getSecret(`job:${job.id}`);
+    const pw = await this.s.jobs.jobPassword(job.id);
     if (!pw) throw new ApiUsageError('NO_PASSWORD', `no password is stored for "${job.name}"; edit the job`);
     return pw;
   }
@@ -179,7 +174,7 @@ export class TidemarkApi {
     return {
       ...job,
       lastRun,
-      nextRunAt: nextRunAt(job.schedule, new Date((this.s.now ?? Date.now)())),
+      nextRunAt: this.runs.nextRunAt(job),
       missed: lastRun?.status === 'missed',
       health,
       snapshotCount: stats?.snapshots ?? 0,
@@ -343,9 +338,7 @@ export class TidemarkApi {
         await this.checkSources(a.sources);
         const destination = { kind: 'local' as const, path: path.resolve(a.destination.path) };
         await this.prepareDestination(destination.path, a.password);
-        const now = (s.now ?? Date.now)();
-        const job: Job = {
-          id: `job-${now.toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
+        const spec: JobSpec = {
           name: a.name,
           sources: a.sources.map((p) => path.resolve(p)),
           excludes: a.excludes,
@@ -354,10 +347,8 @@ export class TidemarkApi {
           schedule: a.schedule,
           retention: a.retention,
           options: a.options,
-          createdAt: new Date(now).toISOString(),
         };
-        await s.secrets.setSecret(`job:${job.id}`, a.password);
-        await s.jobs.saveJob(job);
+        const job = await s.jobs.createJob(spec, a.password);
         this.emit('jobs.changed', { jobId: job.id });
         return this.summary(job);
       },
@@ -369,14 +360,14 @@ export class TidemarkApi {
           await this.prepareDestination(path.resolve(c.destination.path), await this.password(job));
           this.dropRepo(job.id);
         }
-        const next: Job = {
-          ...job,
-          ...Object.fromEntries(Object.entries(c).filter(([, v]) => v !== undefined)),
-          id: job.id,
-          createdAt: job.createdAt,
-        } as Job;
-        if (c.destination) next.destination = { kind: 'local', path: path.resolve(c.destination.path) };
-        await s.jobs.saveJob(next);
+        const { id: _id, createdAt: _c, ...current } = job;
+        const spec: JobSpec = {
+          ...current,
+          ...(Object.fromEntries(Object.entries(c).filter(([, v]) => v !== undefined)) as Partial<JobSpec>),
+        };
+        if (c.destination) spec.destination = { kind: 'local', path: path.resolve(c.destination.path) };
+        if (c.sources) spec.sources = c.sources.map((p) => path.resolve(p));
+        const next = await s.jobs.updateJob(job.id, spec);
         this.emit('jobs.changed', { jobId: job.id });
         return this.summary(next);
       },
@@ -386,7 +377,6 @@ export class TidemarkApi {
           throw new ApiUsageError('ALREADY_RUNNING', 'stop the running backup first');
         this.dropRepo(job.id);
         await s.jobs.deleteJob(job.id);
-        await s.secrets.deleteSecret(`job:${job.id}`);
         this.emit('jobs.changed', { jobId: null });
         return { removed: true as const };
       },
@@ -398,7 +388,7 @@ export class TidemarkApi {
         if (!s.engine.changePassword)
           throw new ApiUsageError('UNSUPPORTED', 'this engine cannot change passwords yet');
         await s.engine.changePassword(job.destination.path, a.oldPassword, a.newPassword);
-        await s.secrets.setSecret(`job:${job.id}`, a.newPassword);
+        await s.jobs.setJobPassword(job.id, a.newPassword);
         this.dropRepo(job.id);
         return { changed: true as const };
       },
@@ -422,7 +412,7 @@ export class TidemarkApi {
       },
       'snapshots.browse': async (a) => {
         const job = await this.job(a.jobId);
-        const fromIndex = await s.fileIndex?.browse?.(job.id, a.snapshotId, a.path);
+        const fromIndex = await s.fileIndex?.browse(job.id, a.snapshotId, a.path);
         if (fromIndex) return fromIndex;
         const { repo, snaps } = await this.snapshotsOf(job);
         const snap = snaps.find((x) => x.id === a.snapshotId || x.id.startsWith(a.snapshotId));
@@ -432,12 +422,14 @@ export class TidemarkApi {
       'snapshots.search': async (a) => {
         const job = await this.job(a.jobId);
         const limit = a.limit ?? 500;
-        const fromIndex = await s.fileIndex?.search?.(job.id, a.query, limit);
+        const fromIndex = await s.fileIndex?.search(job.id, a.query, limit);
         if (fromIndex) return fromIndex;
         const { repo, snaps } = await this.snapshotsOf(job);
         return this.walker.search(repo, snaps, a.query, limit);
       },
       'snapshots.versions': async (a) => {
+        const fromIndex = await s.fileIndex?.versions(a.jobId, a.path);
+        if (fromIndex) return fromIndex;
         const { repo, snaps } = await this.snapshotsOf(await this.job(a.jobId));
         return this.walker.versions(repo, snaps, a.path);
       },

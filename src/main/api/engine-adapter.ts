@@ -13,14 +13,10 @@ import type {
   RestoreResult,
   RetentionPolicy,
 } from '../engine/operations.js';
+import { backup } from '../engine/backup/index.js';
+import { restore } from '../engine/restore/index.js';
+import { forget } from '../engine/repo/retention.js';
 import type { Engine, PauseGate, RepoHandle } from './services.js';
-
-type BackupFn = (repo: Repository, opts: BackupOptions) => Promise<BackupResult>;
-type RestoreFn = (repo: Repository, opts: RestoreOptions) => Promise<RestoreResult>;
-type ForgetFn = (repo: Repository, policy: RetentionPolicy, opts: { dryRun?: boolean }) => Promise<unknown>;
-
-// Loaded lazily: the operations live in their own stages and pull in worker pools.
-const mod = (p: string) => import(/* @vite-ignore */ p) as Promise<Record<string, unknown>>;
 
 class RealHandle implements RepoHandle {
   constructor(readonly repo: Repository) {}
@@ -77,19 +73,16 @@ export class RealEngine implements Engine {
   }
 
   async backup(handle: RepoHandle, opts: BackupOptions & { pauseGate?: PauseGate }): Promise<BackupResult> {
-    const { backup } = (await mod('../engine/backup/index.js')) as { backup: BackupFn };
     // eslint-disable-next-line @typescript-eslint/no-unused-vars
     const { pauseGate, ...rest } = opts;
     return backup((handle as RealHandle).repo, rest);
   }
 
   async restore(handle: RepoHandle, opts: RestoreOptions): Promise<RestoreResult> {
-    const { restore } = (await mod('../engine/restore/index.js')) as { restore: RestoreFn };
     return restore((handle as RealHandle).repo, opts);
   }
 
   async forget(handle: RepoHandle, policy: RetentionPolicy): Promise<void> {
-    const { forget } = (await mod('../engine/repo/retention.js')) as { forget: ForgetFn };
     await forget((handle as RealHandle).repo, policy, { dryRun: false });
   }
 

@@ -6,10 +6,29 @@
 import type { BackupProgress } from '../engine/operations.js';
 import type { Job, LiveRun, RunCounters, RunDetail, RunSample, RunSummary } from '../../shared/api.js';
 import { excludePresetPatterns } from '../../shared/api.js';
-import type { ApiServices, PauseGate, RepoHandle } from './services.js';
+import type {
+  Engine,
+  JobStore,
+  PauseGate,
+  RepoHandle,
+  Runner,
+  RunnerEmit,
+  RunStore,
+  SettingsStore,
+} from './services.js';
 import { toWire, ApiUsageError } from './errors.js';
+import { nextRunAt, SimpleScheduler } from './schedule.js';
 
-export type Emit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) => void;
+export type Emit = RunnerEmit;
+
+/** What the API's own runner needs: the engine and stores that can also save runs. */
+export interface RunManagerDeps {
+  engine: Engine;
+  jobs: JobStore;
+  runs: RunStore & { saveRun(run: RunDetail): void | Promise<void> };
+  settings: SettingsStore;
+  now?: () => number;
+}
 
 const SAMPLE_MS = 1000;
 const MAX_SAMPLES = 24 * 3600;
@@ -73,16 +92,36 @@ export function summaryOf(run: RunDetail): RunSummary {
   return summary;
 }
 
-export class RunManager {
+/** The API's own runner (used with the fake engine in tests, and before the catalog existed). */
+export class RunManager implements Runner {
   private live = new Map<string, Live>();
   private repoTails = new Map<string, Promise<unknown>>();
   private now: () => number;
+  private scheduler?: SimpleScheduler;
 
   constructor(
-    private s: ApiServices,
+    private s: RunManagerDeps,
     private emit: Emit,
   ) {
     this.now = s.now ?? Date.now;
+  }
+
+  nextRunAt(job: Job): string | null {
+    return nextRunAt(job.schedule, new Date(this.now()));
+  }
+
+  startScheduler(): void {
+    this.scheduler = new SimpleScheduler(
+      async () => this.s.jobs.listJobs(),
+      async (job) => (this.isRunning(job.id) ? null : this.start(job, false)),
+      this.now,
+    );
+    this.scheduler.start();
+  }
+
+  async close(): Promise<void> {
+    this.scheduler?.stop();
+    for (const l of this.live.values()) this.cancel(l.run.id);
   }
 
   isRunning(jobId: string): boolean {
@@ -124,7 +163,7 @@ export class RunManager {
   async start(job: Job, full: boolean): Promise<RunSummary> {
     if (this.isRunning(job.id))
       throw new ApiUsageError('ALREADY_RUNNING', `"${job.name}" is already running`);
-    const password = await this.s.secrets.getSecret(`job:${job.id}`);
+    const password = await this.s.jobs.jobPassword(job.id);
     if (!password)
       throw new ApiUsageError('NO_PASSWORD', `no password is stored for "${job.name}"; edit the job`);
     const previousRuns = await this.s.runs.listRuns({ jobId: job.id, limit: 10 });

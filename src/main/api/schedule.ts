@@ -10,6 +10,8 @@ export function cronPattern(s: Schedule): string | null {
   switch (s.kind) {
     case 'manual':
       return null;
+    case 'cron':
+      return s.expressions[0] ?? null;
     case 'hourly':
       return `${s.minute} * * * *`;
     case 'every':

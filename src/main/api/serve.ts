@@ -15,7 +15,7 @@ const opt = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const { api, services, state } = createApi({
+const { api, services, close } = createApi({
   mode: 'browser',
   dataDir: opt('--data'),
   engine: argv.includes('--fake-engine') ? new FakeEngine(50) : undefined,
@@ -31,7 +31,7 @@ console.log(`Open this address in a browser on this computer:\n\n  ${server.toke
 console.log('Press Ctrl+C to stop.');
 const stop = async () => {
   await api.close();
-  state.flush();
+  close();
   await server.close();
   process.exit(0);
 };

@@ -10,7 +10,16 @@ import type {
   RetentionPolicy,
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
-import type { Job, RunDetail, RunSummary, Settings } from '../../shared/api.js';
+import type {
+  BrowseEntry,
+  FileVersion,
+  Job,
+  LiveRun,
+  RunDetail,
+  RunSummary,
+  SearchHit,
+  Settings,
+} from '../../shared/api.js';
 
 /** An open repository, as far as the API uses it. */
 export interface RepoHandle {
@@ -44,25 +53,38 @@ export interface Engine {
 
 type MaybePromise<T> = T | Promise<T>;
 
+/** A job as the user configures it (what the wizard sends, minus the password). */
+export type JobSpec = Omit<Job, 'id' | 'createdAt'>;
+
+/** Jobs and their repository passwords (passwords never sit with the jobs themselves). */
 export interface JobStore {
   listJobs(): MaybePromise<Job[]>;
   getJob(id: string): MaybePromise<Job | undefined>;
-  saveJob(job: Job): MaybePromise<void>;
+  createJob(spec: JobSpec, password: string): MaybePromise<Job>;
+  updateJob(id: string, spec: JobSpec): MaybePromise<Job>;
   deleteJob(id: string): MaybePromise<void>;
+  jobPassword(id: string): MaybePromise<string | undefined>;
+  setJobPassword(id: string, password: string): MaybePromise<void>;
 }
 
 export interface RunStore {
-  /** Inserts or replaces a run (with its samples, warnings and log). */
-  saveRun(run: RunDetail): MaybePromise<void>;
   listRuns(filter: { jobId?: string; limit?: number }): MaybePromise<RunSummary[]>;
   getRun(id: string): MaybePromise<RunDetail | undefined>;
 }
 
-/** Repository passwords: never stored with the jobs. */
-export interface SecretStore {
-  getSecret(key: string): MaybePromise<string | undefined>;
-  setSecret(key: string, value: string): MaybePromise<void>;
-  deleteSecret(key: string): MaybePromise<void>;
+/** Events a runner reports to the API (which forwards them to every transport). */
+export type RunnerEmit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) => void;
+
+/** Starts, watches, pauses and cancels runs, and schedules jobs. */
+export interface Runner {
+  start(job: Job, full: boolean): Promise<RunSummary>;
+  liveRuns(): LiveRun[];
+  pause(runId: string, paused: boolean): LiveRun;
+  cancel(runId: string): void;
+  isRunning(jobId: string): boolean;
+  nextRunAt(job: Job): string | null;
+  startScheduler(): void;
+  close(): Promise<void>;
 }
 
 export interface SettingsStore {
@@ -72,16 +94,10 @@ export interface SettingsStore {
 
 /** Optional fast file index (the catalog); without it the API walks snapshot trees. */
 export interface FileIndex {
-  browse?(
-    jobId: string,
-    snapshotId: string,
-    dirPath: string,
-  ): MaybePromise<import('../../shared/api.js').BrowseEntry[] | null>;
-  search?(
-    jobId: string,
-    query: string,
-    limit: number,
-  ): MaybePromise<import('../../shared/api.js').SearchHit[] | null>;
+  /** null: the snapshot is not (yet) indexed. */
+  browse(jobId: string, snapshotId: string, dirPath: string): MaybePromise<BrowseEntry[] | null>;
+  search(jobId: string, query: string, limit: number): MaybePromise<SearchHit[] | null>;
+  versions(jobId: string, path: string): MaybePromise<FileVersion[] | null>;
 }
 
 /** Native affordances that exist only in Electron. */
@@ -94,9 +110,10 @@ export interface ApiServices {
   engine: Engine;
   jobs: JobStore;
   runs: RunStore;
-  secrets: SecretStore;
   settings: SettingsStore;
   fileIndex?: FileIndex;
+  /** The runner; default: the API's own (RunManager over `engine`, with a simple timer scheduler). */
+  runner?: (emit: RunnerEmit) => Runner;
   desktop?: Desktop;
   now?: () => number;
   info: {

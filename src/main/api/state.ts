@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Job, RunDetail, RunSummary, Settings } from '../../shared/api.js';
-import type { JobStore, RunStore, SecretStore, SettingsStore } from './services.js';
+import type { JobSpec, JobStore, RunStore, SettingsStore } from './services.js';
 import { summaryOf } from './runner.js';
 
 export const defaultSettings: Settings = {
@@ -20,7 +20,7 @@ export const defaultSettings: Settings = {
 
 const MAX_RUNS = 1000;
 
-export class MemoryState implements JobStore, RunStore, SecretStore, SettingsStore {
+export class MemoryState implements JobStore, RunStore, SettingsStore {
   protected jobs = new Map<string, Job>();
   protected runs = new Map<string, RunDetail>();
   protected secrets = new Map<string, string>();
@@ -32,13 +32,38 @@ export class MemoryState implements JobStore, RunStore, SecretStore, SettingsSto
   getJob(id: string): Job | undefined {
     return this.jobs.get(id);
   }
-  saveJob(job: Job): void {
-    this.jobs.set(job.id, structuredClone(job));
+  createJob(spec: JobSpec, password: string): Job {
+    const now = Date.now();
+    const job: Job = {
+      ...structuredClone(spec),
+      id: `job-${now.toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
+      createdAt: new Date(now).toISOString(),
+    };
+    this.jobs.set(job.id, job);
+    this.setJobPassword(job.id, password);
     this.changed();
+    return structuredClone(job);
+  }
+  updateJob(id: string, spec: JobSpec): Job {
+    const cur = this.jobs.get(id);
+    if (!cur) throw new Error(`no job ${id}`);
+    const job: Job = { ...structuredClone(spec), id, createdAt: cur.createdAt };
+    this.jobs.set(id, job);
+    this.changed();
+    return structuredClone(job);
   }
   deleteJob(id: string): void {
     this.jobs.delete(id);
+    this.secrets.delete(`job:${id}`);
+    this.secretsChanged();
     this.changed();
+  }
+  jobPassword(id: string): string | undefined {
+    return this.secrets.get(`job:${id}`);
+  }
+  setJobPassword(id: string, password: string): void {
+    this.secrets.set(`job:${id}`, password);
+    this.secretsChanged();
   }
 
   saveRun(run: RunDetail): void {
@@ -56,18 +81,6 @@ export class MemoryState implements JobStore, RunStore, SecretStore, SettingsSto
   getRun(id: string): RunDetail | undefined {
     const r = this.runs.get(id);
     return r && structuredClone(r);
-  }
-
-  getSecret(key: string): string | undefined {
-    return this.secrets.get(key);
-  }
-  setSecret(key: string, value: string): void {
-    this.secrets.set(key, value);
-    this.secretsChanged();
-  }
-  deleteSecret(key: string): void {
-    this.secrets.delete(key);
-    this.secretsChanged();
   }
 
   getSettings(): Settings {

@@ -10,6 +10,13 @@ import type { ApiServices, Desktop, Engine } from './services.js';
 import { FileState } from './state.js';
 import { RealEngine } from './engine-adapter.js';
 import { TidemarkApi } from './api.js';
+import { Catalog } from '../engine/catalog/catalog.js';
+import { KeyFileSecretStore, type SecretStore } from '../engine/catalog/secrets.js';
+import { JobRunner } from '../engine/schedule/runner.js';
+import { Scheduler } from '../engine/schedule/scheduler.js';
+import { createJobEngine } from '../engine/schedule/engine.js';
+import { createRunEvents } from '../engine/schedule/events.js';
+import { CatalogJobs, CatalogRunner } from './catalog-adapter.js';
 
 /** `$TIDEMARK_HOME`, or `~/.tidemark`: holds the state and the default local repository. */
 export function defaultDataDir(): string {
@@ -32,32 +39,69 @@ export interface WiringOptions {
   dataDir?: string;
   mode: 'electron' | 'browser';
   desktop?: Desktop;
-  /** Replace the engine (tests). */
+  /** Replace the engine (tests; with it, jobs and runs are kept by the API's own stores). */
   engine?: Engine;
+  /** Where repository passwords go (Electron: the OS keychain); default: a 0600 key file. */
+  secrets?: SecretStore;
 }
 
-export function createApi(opts: WiringOptions): {
+export interface Wired {
   api: TidemarkApi;
   services: ApiServices;
-  state: FileState;
-} {
+  /** Flushes and closes the stores (after api.close()). */
+  close(): void;
+}
+
+/**
+ * The app's wiring: jobs, runs, samples and the file index in the SQLite catalog shared with the CLI,
+ * runs and schedules through the catalog's Scheduler/JobRunner over the real engine, settings in a
+ * small state file. With `engine` given (tests), everything but settings stays in the API's own stores.
+ */
+export function createApi(opts: WiringOptions): Wired {
   const dataDir = opts.dataDir ?? defaultDataDir();
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const state = new FileState(path.join(dataDir, 'state'));
+  const info = {
+    version: appVersion(),
+    mode: opts.mode,
+    dataDir,
+    defaultRepoDir: path.join(dataDir, 'repository'),
+    homeDir: os.homedir(),
+  };
+  if (opts.engine) {
+    const services: ApiServices = {
+      engine: opts.engine,
+      jobs: state,
+      runs: state,
+      settings: state,
+      desktop: opts.desktop,
+      info,
+    };
+    return { api: new TidemarkApi(services), services, close: () => state.flush() };
+  }
+  const catalog = new Catalog(dataDir);
+  catalog.failInterruptedRuns();
+  const secrets = opts.secrets ?? new KeyFileSecretStore(dataDir);
+  const jobs = new CatalogJobs(catalog, secrets);
+  const events = createRunEvents();
+  const runner = new JobRunner({ catalog, engine: createJobEngine({ secrets }), events });
+  const scheduler = new Scheduler({ catalog, runner, events });
   const services: ApiServices = {
-    engine: opts.engine ?? new RealEngine(),
-    jobs: state,
-    runs: state,
-    secrets: state,
+    engine: new RealEngine(),
+    jobs,
+    runs: jobs,
+    fileIndex: jobs,
     settings: state,
     desktop: opts.desktop,
-    info: {
-      version: appVersion(),
-      mode: opts.mode,
-      dataDir,
-      defaultRepoDir: path.join(dataDir, 'repository'),
-      homeDir: os.homedir(),
+    runner: (emit) => new CatalogRunner(catalog, jobs, scheduler, emit),
+    info,
+  };
+  return {
+    api: new TidemarkApi(services),
+    services,
+    close: () => {
+      state.flush();
+      catalog.close();
     },
   };
-  return { api: new TidemarkApi(services), services, state };
 }

@@ -24,7 +24,8 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
     read: +(s.readBps / MB).toFixed(2),
     written: +(s.writeBps / MB).toFixed(2),
     files: +s.filesPerSec.toFixed(1),
-    dedup: +s.dedupRatio.toFixed(2),
+    // 0 means "not known yet" (nothing stored so far): leave a gap rather than draw a drop
+    dedup: s.dedupRatio > 0 ? +s.dedupRatio.toFixed(2) : null,
   }));
   const axis = { stroke: 'var(--muted)', fontSize: 11, tickLine: false };
   return (
@@ -53,7 +54,7 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
               contentStyle={{ background: 'var(--surface)', border: '1px solid var(--border)' }}
             />
             <Area
-              type="monotone"
+              type="monotoneX"
               dataKey="read"
               name="Read MB/s"
               stroke="var(--accent)"
@@ -62,7 +63,7 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
               isAnimationActive={false}
             />
             <Area
-              type="monotone"
+              type="monotoneX"
               dataKey="written"
               name="Written MB/s"
               stroke="var(--accent-2)"
@@ -85,7 +86,7 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
               contentStyle={{ background: 'var(--surface)', border: '1px solid var(--border)' }}
             />
             <Line
-              type="monotone"
+              type="monotoneX"
               dataKey="files"
               name="Files/s"
               stroke="var(--accent-3)"

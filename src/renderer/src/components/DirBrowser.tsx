@@ -132,6 +132,7 @@ export function FolderInput({
     <div className="folder-input">
       <input
         id={id}
+        aria-label={label}
         value={value}
         placeholder={placeholder}
         onChange={(e) => onChange(e.target.value)}

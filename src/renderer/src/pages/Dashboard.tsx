@@ -19,6 +19,8 @@ function scheduleText(j: JobSummary): string {
       return `Every ${s.hours} hours`;
     case 'daily':
       return `Daily at ${s.time}`;
+    case 'cron':
+      return `Custom (${s.expressions.join('; ')})`;
     case 'weekly':
       return `Weekly (${s.days.map((d) => 'SMTWTFS'[d]).join(' ')}) at ${s.time}`;
   }

@@ -546,7 +546,9 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                     ? `Weekly at ${sched.time}`
                     : sched.kind === 'hourly'
                       ? 'Hourly'
-                      : `Every ${sched.hours} hours`}
+                      : sched.kind === 'every'
+                        ? `Every ${sched.hours} hours`
+                        : `Custom: ${sched.expressions.join('; ')}`}
             </dd>
             <dt>Retention</dt>
             <dd>

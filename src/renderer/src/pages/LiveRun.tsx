@@ -14,6 +14,10 @@ const phaseText: Record<string, string> = {
   scanning: 'Looking for changes',
   'backing-up': 'Backing up',
   finalizing: 'Saving the snapshot',
+  retention: 'Thinning out old snapshots',
+  indexing: 'Indexing the snapshot for search',
+  prune: 'Reclaiming space',
+  verify: 'Verifying the backup',
   done: 'Done',
 };
 

@@ -207,7 +207,7 @@ function RestoreDialog({ onClose }: { onClose: () => void }) {
       {mine ? (
         <div className="restore-progress" aria-live="polite">
           <ProgressBar
-            value={mine.bytesTotal ? mine.bytesDone / mine.bytesTotal : mine.status === 'running' ? null : 1}
+            value={mine.status !== 'running' ? 1 : mine.bytesTotal ? mine.bytesDone / mine.bytesTotal : null}
             label="Restore progress"
           />
           <p className="small" data-restore-status={mine.status}>

@@ -1,0 +1,208 @@
+// End to end, browser mode with the real engine and catalog: Debian's Chromium (playwright-core) creates a
+// job in the wizard on a temporary folder, runs it and watches the live graph receive samples, browses the
+// snapshot, searches a file, restores it to another folder and compares its bytes. Screenshots of every
+// page go to test-artifacts/screenshots; any console error fails the test.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { buildRenderer, chromiumPath, CHROMIUM_ARGS, ARTIFACTS } from './helpers.js';
+import { createApi, type Wired } from '../../src/main/api/wiring.js';
+import { startServer, type RunningServer } from '../../src/main/api/server.js';
+
+const browserPath = chromiumPath();
+const suite = browserPath ? describe : describe.skip;
+if (!browserPath)
+  console.warn('e2e skipped: no Chromium found (/usr/bin/chromium; install the "chromium" package)');
+
+let tmp: string;
+let wired: Wired;
+let server: RunningServer;
+let context: BrowserContext;
+let page: Page;
+const consoleErrors: string[] = [];
+const shotDir = path.join(ARTIFACTS, 'screenshots');
+
+async function shot(name: string): Promise<void> {
+  await page.screenshot({ path: path.join(shotDir, `${name}.png`) });
+}
+
+suite('browser mode, end to end with the real engine', () => {
+  beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-e2e-'));
+    fs.mkdirSync(shotDir, { recursive: true });
+    const staticDir = await buildRenderer(path.join(tmp, 'renderer'));
+
+    // the folder to back up: a few documents and 40 files of random data (so the run lasts a few seconds
+    // under the job's read limit, long enough to draw a graph)
+    const src = path.join(tmp, 'Documents');
+    fs.mkdirSync(path.join(src, 'reports', '2026'), { recursive: true });
+    fs.mkdirSync(path.join(src, 'photos'), { recursive: true });
+    fs.writeFileSync(
+      path.join(src, 'reports', '2026', 'quarterly-report.txt'),
+      'Q3 revenue grew 12 %\n'.repeat(500),
+    );
+    fs.writeFileSync(path.join(src, 'notes.md'), '# Notes\n\nremember the milk\n');
+    for (let i = 0; i < 40; i++)
+      fs.writeFileSync(path.join(src, 'photos', `IMG_${1000 + i}.jpg`), crypto.randomBytes(300 * 1024));
+
+    wired = createApi({ mode: 'browser', dataDir: path.join(tmp, 'home') });
+    server = await startServer({ api: wired.api, staticDir });
+
+    context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
+      executablePath: browserPath!,
+      args: CHROMIUM_ARGS,
+      headless: true,
+      viewport: { width: 1360, height: 900 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+    page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    await wired?.api.close();
+    wired?.close();
+    await server?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('creates a job in the wizard, backs up with a live graph, browses, searches and restores', async () => {
+    const src = path.join(tmp, 'Documents');
+    const repo = path.join(tmp, 'Backups', 'tidemark-repo');
+    const target = path.join(tmp, 'Restored');
+
+    await page.goto(server.tokenUrl);
+    await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
+    await page.getByText('No backup jobs yet').waitFor();
+    await shot('01-dashboard-empty');
+
+    // --- wizard
+    await page.getByRole('button', { name: 'New backup job' }).click();
+    await page.getByRole('heading', { name: 'New backup job' }).waitFor();
+    // validation: "Next" on an empty first step shows what is missing
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByText('add at least one folder to back up').waitFor();
+    // the directory browser served by the engine
+    await page.getByRole('button', { name: 'Browse for folder to add' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Folder to add' });
+    await dialog.getByLabel('Folder path').fill(tmp);
+    await dialog.getByRole('button', { name: 'Go', exact: true }).click();
+    await dialog.getByRole('button', { name: 'Documents', exact: true }).click();
+    await expect.poll(() => dialog.getByLabel('Folder path').inputValue()).toBe(src);
+    await shot('02-wizard-folder-browser');
+    await dialog.getByRole('button', { name: 'Choose this folder' }).click();
+    await page.getByRole('button', { name: 'Add folder' }).click();
+    await page.getByRole('list', { name: 'Selected folders' }).getByText(src).waitFor();
+    await page.getByLabel('Job name').fill('My documents');
+    await page.getByLabel('Build folders (node_modules, target)').check();
+    await shot('03-wizard-sources');
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByLabel('Destination folder', { exact: true }).fill(repo);
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByText('When to back up').waitFor();
+    await page.getByText('Daily', { exact: true }).click();
+    await page.getByLabel('Time of day').fill('21:30');
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByLabel('Daily snapshots for (days)').fill('14');
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByLabel('Password', { exact: true }).fill('correct horse battery');
+    await page.getByLabel('Confirm password').fill('correct horse');
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByText('the passwords do not match').waitFor();
+    await page.getByLabel('Confirm password').fill('correct horse battery');
+    // a read limit makes the run last a few seconds, so the graph gets several samples
+    await page.getByLabel('Read limit (MB/s, 0 = unlimited)').fill('2');
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByText('Daily at 21:30').waitFor();
+    await shot('04-wizard-review');
+    await page.getByRole('button', { name: 'Create job' }).click();
+
+    // --- dashboard with the job
+    await page.getByRole('heading', { name: 'My documents' }).waitFor();
+    await shot('05-dashboard-job');
+    const jobs = await wired.api.call('jobs.list', {});
+    expect(jobs).toHaveLength(1);
+    expect(jobs[0]).toMatchObject({ name: 'My documents', sources: [src], destination: { path: repo } });
+    expect(jobs[0].excludePresets).toEqual(
+      expect.arrayContaining(['caches', 'temp', 'trash', 'node_modules']),
+    );
+    expect(jobs[0].nextRunAt).not.toBeNull();
+    expect(fs.existsSync(path.join(repo, 'config'))).toBe(true);
+
+    // --- live run: at least two samples arrive while the run is still going
+    await page.getByRole('button', { name: 'Back up now' }).click();
+    await page.getByRole('button', { name: 'Cancel' }).waitFor();
+    await page.waitForFunction(
+      "Number(document.querySelector('.charts')?.getAttribute('data-samples')) >= 2",
+      null,
+      {
+        timeout: 60_000,
+      },
+    );
+    const stillRunning = await page.getByRole('button', { name: 'Cancel' }).isVisible();
+    expect(stillRunning).toBe(true);
+    await page.waitForTimeout(500);
+    await shot('06-live-run');
+    await page.getByText('Completed').first().waitFor({ timeout: 90_000 });
+    const [run] = await wired.api.call('runs.list', { limit: 1 });
+    expect(run.status).toBe('completed');
+    const detail = await wired.api.call('runs.get', { id: run.id });
+    expect(detail.samples.length).toBeGreaterThanOrEqual(2);
+    expect(detail.counters.filesDone).toBe(42);
+    await shot('07-live-run-finished');
+
+    // --- restore: browse the snapshot
+    await page.locator('#main').getByRole('button', { name: 'Restore', exact: true }).click();
+    await page.getByRole('heading', { name: 'Restore' }).waitFor();
+    const grid = page.getByRole('grid', { name: 'Folder contents' });
+    await grid.getByRole('button', { name: 'Open folder reports' }).click();
+    await grid.getByRole('button', { name: 'Open folder 2026' }).click();
+    await grid.getByText('quarterly-report.txt').waitFor();
+    await shot('08-restore-browse');
+
+    // search across snapshots, then restore the hit into another folder
+    await page.getByLabel('Search files in all snapshots').fill('quarterly');
+    const results = page.getByRole('list', { name: 'Search results' });
+    await results.getByText(path.join(src, 'reports', '2026', 'quarterly-report.txt')).waitFor();
+    await shot('09-restore-search');
+    await results.getByRole('button', { name: 'Versions' }).first().click();
+    await page
+      .getByRole('complementary', { name: 'Versions' })
+      .getByRole('button', { name: 'Restore' })
+      .first()
+      .waitFor();
+    await results.getByRole('button', { name: 'Restore…' }).first().click();
+    const rd = page.getByRole('dialog', { name: 'Restore' });
+    await rd.getByLabel('Another folder').check();
+    await rd.getByRole('textbox', { name: 'Restore into folder' }).fill(target);
+    await rd.getByLabel('Keep both (restore under a new name)').check();
+    await rd.getByRole('button', { name: 'Start restore' }).click();
+    await rd.locator('[data-restore-status="completed"]').waitFor({ timeout: 60_000 });
+    await shot('10-restore-done');
+    const original = fs.readFileSync(path.join(src, 'reports', '2026', 'quarterly-report.txt'));
+    const restored = fs.readFileSync(path.join(target, src, 'reports', '2026', 'quarterly-report.txt'));
+    expect(restored.equals(original)).toBe(true);
+    await rd.getByRole('button', { name: 'Done' }).click();
+
+    // --- history and settings, and the dark theme
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'History' }).click();
+    await page.getByRole('button', { name: 'My documents' }).first().click();
+    await page.getByLabel('Run log').waitFor();
+    await shot('11-history');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Settings' }).click();
+    await page.getByLabel('Theme', { exact: true }).selectOption('dark');
+    await expect.poll(() => page.evaluate('document.documentElement.dataset.theme')).toBe('dark');
+    await shot('12-settings-dark');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Dashboard' }).click();
+    await page.getByRole('heading', { name: 'My documents' }).waitFor();
+    await shot('13-dashboard-dark');
+
+    expect(consoleErrors).toEqual([]);
+  }, 180_000);
+});
