@@ -154,6 +154,52 @@ for (const backend of ['fanotify', 'inotify'] as const) {
   });
 }
 
+describe.skipIf(!!nativeSkipReason('inotify'))('native tracker wrapper', () => {
+  it('reports changes under a root given through a symlink by the path it was given', async () => {
+    const base = scratchDir('alias');
+    dirsToRemove.push(base);
+    fs.mkdirSync(path.join(base, 'real/sub'), { recursive: true });
+    fs.symlinkSync(path.join(base, 'real'), path.join(base, 'alias'));
+    const t = await startNative('inotify', [path.join(base, 'alias')]);
+    try {
+      const c = collect(t);
+      fs.writeFileSync(path.join(base, 'real/sub/f'), 'f');
+      expect((await c.take()).dirs).toEqual([path.join(base, 'alias/sub')]);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('keeps delivering to other listeners when one throws', async () => {
+    const base = scratchDir('listeners');
+    dirsToRemove.push(base);
+    const t = await startNative('inotify', [base]);
+    const errors: unknown[] = [];
+    const origError = console.error;
+    console.error = (...args: unknown[]) => errors.push(args);
+    try {
+      t.onEvents(() => {
+        throw new Error('listener bug');
+      });
+      const c = collect(t);
+      fs.writeFileSync(path.join(base, 'x'), 'x');
+      expect((await c.take()).dirs).toEqual([base]);
+      expect(errors.length).toBeGreaterThan(0);
+    } finally {
+      console.error = origError;
+      await t.stop();
+    }
+  });
+
+  it('rejects bad arguments at the boundary with a JS error, not a crash', async () => {
+    const { loadTrackerAddon } = await import('../../src/main/tracking/native.js');
+    const { addon } = loadTrackerAddon();
+    expect(() => new addon!.Tracker('inotify', [], () => {})).toThrow(/at least one root/);
+    expect(() => new (addon!.Tracker as any)(42)).toThrow(TypeError);
+    expect(() => new addon!.Tracker('bogus', ['/'], () => {}).start()).toThrow(/not available/);
+  });
+});
+
 describe('backend selection', () => {
   it('falls back to "none" with the reasons when nothing can start', async () => {
     const base = scratchDir('select');
