@@ -111,6 +111,7 @@ function likeEscape(s: string): string {
 }
 
 const FLUSH_ROWS = 20_000;
+const ROWS_PER_INSERT = 64;
 
 export class FileIndex {
   private readonly nameIds = new Map<string, number>();
@@ -137,6 +138,15 @@ export class FileIndex {
       dvIns: db.prepare('INSERT INTO dir_versions(id, dir_id, tree) VALUES (?, ?, ?)'),
       entIns: db.prepare(
         'INSERT INTO entries(dv, name_id, type, size, mtime, fp, child) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      ),
+      // Many rows per statement: a call into SQLite costs more than the row itself.
+      entInsMany: db.prepare(
+        'INSERT INTO entries(dv, name_id, type, size, mtime, fp, child) VALUES ' +
+          Array.from({ length: ROWS_PER_INSERT }, () => '(?, ?, ?, ?, ?, ?, ?)').join(', '),
+      ),
+      nameInsMany: db.prepare(
+        'INSERT INTO names(id, name) VALUES ' +
+          Array.from({ length: ROWS_PER_INSERT }, () => '(?, ?)').join(', '),
       ),
       sdIns: db.prepare('INSERT OR REPLACE INTO snapshot_dirs(snapshot, dir_id, dv) VALUES (?, ?, ?)'),
       sdReuse: db.prepare(`
@@ -238,14 +248,22 @@ export class FileIndex {
   private flush(): void {
     const st = this.st;
     this.db.transaction(() => {
-      if (this.pendingNames.length) {
-        for (const [id, name] of this.pendingNames) st.nameIns.run(id, name);
-        st.ftsBulk.run(this.pendingNames[0][0]);
+      const names = this.pendingNames;
+      if (names.length) {
+        let i = 0;
+        for (; i + ROWS_PER_INSERT <= names.length; i += ROWS_PER_INSERT) {
+          st.nameInsMany.run(names.slice(i, i + ROWS_PER_INSERT).flat());
+        }
+        for (; i < names.length; i++) st.nameIns.run(names[i][0], names[i][1]);
+        st.ftsBulk.run(names[0][0]);
       }
       for (const r of this.pendingDirs) st.dirIns.run(r[0], r[1], r[2]);
       for (const r of this.pendingDvs) st.dvIns.run(r[0], r[1], r[2]);
       const e = this.pendingEntries;
-      for (let i = 0; i < e.length; i += 7)
+      const many = ROWS_PER_INSERT * 7;
+      let i = 0;
+      for (; i + many <= e.length; i += many) st.entInsMany.run(e.slice(i, i + many));
+      for (; i < e.length; i += 7)
         st.entIns.run(e[i], e[i + 1], e[i + 2], e[i + 3], e[i + 4], e[i + 5], e[i + 6]);
       for (const r of this.pendingSd) st.sdIns.run(r[0], r[1], r[2]);
       for (const r of this.pendingReuse) st.sdReuse.run({ snapshot: r[0], dv: r[1] });
