@@ -83,7 +83,7 @@ class FanotifyBackend : public LinuxReaderBase {
 
   bool Drain() override {
     alignas(fanotify_event_metadata) static thread_local char buf[256 * 1024];
-    cache_.clear();
+    if (cache_.size() > 65536) cache_.clear();
     for (;;) {
       ssize_t n = read(notifyFd_, buf, sizeof buf);
       if (n < 0) {
@@ -128,7 +128,9 @@ class FanotifyBackend : public LinuxReaderBase {
     return p;
   }
 
-  // Directory handle → path, cached for the duration of one Drain().
+  // Directory handle → path. Handles name an inode for its lifetime (with its generation), but the
+  // path changes when the directory or an ancestor is renamed, so the cache is dropped whenever a
+  // directory is renamed or deleted anywhere on the marked filesystems.
   const std::string &DirPath(const fanotify_event_info_fid *fid) {
     auto *fh = reinterpret_cast<const file_handle *>(fid->handle);
     std::string key(reinterpret_cast<const char *>(&fid->fsid), sizeof fid->fsid);
@@ -172,6 +174,8 @@ class FanotifyBackend : public LinuxReaderBase {
       p += h->len;
     }
     bool isDir = (m->mask & FAN_ONDIR) != 0;
+    if (isDir && (m->mask & (FAN_MOVED_FROM | FAN_MOVED_TO | FAN_DELETE | FAN_MOVE_SELF | FAN_DELETE_SELF)))
+      cache_.clear();
     if (!dfid) {
       // Only the object's handle: the link count of a non-directory changed (link/unlink/rename
       // over it). Harmless when the inode is gone; otherwise its other names are unknown.
