@@ -94,6 +94,11 @@ describe('tidemark job / catalog commands', () => {
     expect(run.out).toMatch(/run \d+ of "docs": completed, snapshot [0-9a-f]{8}/);
     expect(run.code).toBe(0);
 
+    const preview = await cli('job', 'retention', 'docs');
+    expect(preview.code).toBe(0);
+    expect(preview.out).toMatch(/^keep daily 7\nkeep {4}[0-9a-f]{8} .*\(daily\)$/m);
+    expect(preview.out).not.toMatch(/^remove/m);
+
     const search = await cli('--json', 'catalog', 'search', 'budget');
     expect(JSON.parse(search.out).map((h: any) => h.name)).toEqual(['Budget 2025.xlsx']);
 

@@ -25,6 +25,7 @@ import {
   deleteRepositorySecrets,
 } from '../../engine/schedule/engine.js';
 import { openBackend } from '../../engine/backend/open.js';
+import { isS3Location } from '../../engine/backend/s3/location.js';
 import { openRepository } from '../../engine/repo/repository.js';
 import { UsageError, NotFoundError } from '../../engine/errors.js';
 import type { RetentionPolicy } from '../../engine/operations.js';
@@ -190,9 +191,20 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
     if (existing && (await store.get(secretKeys.repositoryPassword(existing.id))) !== undefined)
       return existing;
     const password = await getPassword(g());
-    const { plain, secret } = splitSecretOptions({});
+    // Object-store keys given in the environment are remembered for scheduled runs: the key ID with
+    // the repository, the secret key in the SecretStore.
+    const env = process.env;
+    const { plain, secret } = splitSecretOptions(
+      isS3Location(location) && env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+        ? {
+            accessKeyId: env.AWS_ACCESS_KEY_ID,
+            secretAccessKey: env.AWS_SECRET_ACCESS_KEY,
+            ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+          }
+        : {},
+    );
     // Prove the password opens the repository before storing anything.
-    const repo = await openRepository(await openBackend(location, { env: process.env }), password);
+    const repo = await openRepository(await openBackend(location, { ...plain, ...secret, env }), password);
     await repo.close();
     const rec =
       existing ??
