@@ -6,6 +6,8 @@ import { Catalog } from '../../src/main/engine/catalog/catalog.js';
 import { KeyFileSecretStore, secretKeys } from '../../src/main/engine/catalog/secrets.js';
 import { migrate, openCatalogDb, schemaVersion } from '../../src/main/engine/catalog/db.js';
 import { splitSecretOptions, storeRepositorySecrets } from '../../src/main/engine/schedule/engine.js';
+import { syncRepository } from '../../src/main/engine/catalog/sync.js';
+import { FakeRepo } from './fakeRepo.js';
 
 let dir: string;
 beforeEach(() => {
@@ -107,5 +109,22 @@ describe('Catalog records', () => {
     db.pragma(`user_version = ${v + 5}`);
     expect(() => migrate(db)).toThrow(/newer Tidemark/);
     db.close();
+  });
+
+  it('resets everything learnt from repositories and learns it again', async () => {
+    const c = new Catalog('', { memory: true });
+    const r = c.addRepository({ name: 'a', location: '/a', options: {} });
+    const f = new FakeRepo();
+    f.addSnapshot({ x: { 'hello.txt': 'h' } }, '2025-01-01T00:00:00Z');
+    await syncRepository(c, r.id, f);
+    expect(c.files.search('hello')).toHaveLength(1);
+    c.resetRepositoryCache();
+    expect(c.files.search('hello')).toEqual([]);
+    expect(c.listSnapshots()).toEqual([]);
+    expect(c.db.prepare('SELECT count(*) FROM names').pluck().get()).toBe(1); // only the root's empty name
+    expect(c.listRepositories()).toHaveLength(1); // configuration stays
+    await syncRepository(c, r.id, f);
+    expect(c.files.search('hello').map((h) => h.path)).toEqual(['/x/hello.txt']);
+    c.close();
   });
 });
