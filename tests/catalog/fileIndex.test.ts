@@ -214,4 +214,22 @@ describe('file index', () => {
     expect(c.files.search('other2', { repositoryId: rb.id }).map((h) => h.snapshots.length)).toEqual([1]);
     c.close();
   });
+
+  it('tells versions apart by content even when size and mtime are equal', async () => {
+    const repo = new FakeRepo();
+    repo.addSnapshot({ d: { 'a.bin': 'AAAA' } }, '2025-01-01T00:00:00Z');
+    repo.addSnapshot({ d: { 'a.bin': 'BBBB' } }, '2025-01-02T00:00:00Z');
+    repo.addSnapshot({ d: { 'a.bin': 'BBBB', 'b.bin': 'x' } }, '2025-01-03T00:00:00Z');
+    const c = new Catalog(dir);
+    const r = c.addRepository({ name: 'r', location: '/r', options: {} });
+    await syncRepository(c, r.id, repo);
+    const h = c.files.history('/d/a.bin');
+    expect(h.map((v) => [v.size, v.mtime, v.changed])).toEqual([
+      [4, 1700000000000, true],
+      [4, 1700000000000, true],
+      [4, 1700000000000, false],
+    ]);
+    expect(h[0].fingerprint).not.toBe(h[1].fingerprint);
+    c.close();
+  });
 });
