@@ -138,13 +138,11 @@ suite('browser mode, end to end with the real engine', () => {
     // --- live run: at least two samples arrive while the run is still going
     await page.getByRole('button', { name: 'Back up now' }).click();
     await page.getByRole('button', { name: 'Cancel' }).waitFor();
-    await page.waitForFunction(
-      "Number(document.querySelector('.charts')?.getAttribute('data-samples')) >= 2",
-      null,
-      {
+    await expect
+      .poll(async () => Number(await page.locator('.charts').getAttribute('data-samples')), {
         timeout: 60_000,
-      },
-    );
+      })
+      .toBeGreaterThanOrEqual(2);
     const stillRunning = await page.getByRole('button', { name: 'Cancel' }).isVisible();
     expect(stillRunning).toBe(true);
     await page.waitForTimeout(500);
@@ -197,7 +195,7 @@ suite('browser mode, end to end with the real engine', () => {
     await shot('11-history');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Settings' }).click();
     await page.getByLabel('Theme', { exact: true }).selectOption('dark');
-    await expect.poll(() => page.evaluate('document.documentElement.dataset.theme')).toBe('dark');
+    await expect.poll(() => page.locator('html').getAttribute('data-theme')).toBe('dark');
     await shot('12-settings-dark');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Dashboard' }).click();
     await page.getByRole('heading', { name: 'My documents' }).waitFor();

@@ -2,7 +2,7 @@
  * Choosing a folder: the native dialog in Electron, or a directory browser served by the engine in
  * browser mode (the browser cannot see the server's disks).
  */
-import { useCallback, useEffect, useState } from 'react';
+import { useCallback, useEffect, useRef, useState } from 'react';
 import { api, errorMessage, type DirListing } from '../api';
 import { useApp } from '../stores/app';
 import { Icon } from './Icon';
@@ -22,14 +22,18 @@ export function DirBrowser({
   const [listing, setListing] = useState<DirListing | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [typed, setTyped] = useState('');
+  const seq = useRef(0);
   const go = useCallback(async (path?: string) => {
+    // only the latest request may update the view (a slow first listing must not replace a later one)
+    const mine = ++seq.current;
     try {
       const l = await api.call('fs.listDirs', { path });
+      if (mine !== seq.current) return;
       setListing(l);
       setTyped(l.path);
       setError(null);
     } catch (err) {
-      setError(errorMessage(err));
+      if (mine === seq.current) setError(errorMessage(err));
     }
   }, []);
   useEffect(() => {

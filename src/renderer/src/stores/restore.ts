@@ -56,6 +56,9 @@ function commonRoot(paths: string[]): string {
   return '/' + out.join('/');
 }
 
+/** Only the latest folder request may fill the view. */
+let openSeq = 0;
+
 export const useRestore = create<RestoreState>((set, get) => ({
   jobId: null,
   snapshots: [],
@@ -99,12 +102,13 @@ export const useRestore = create<RestoreState>((set, get) => ({
   async open(path) {
     const { jobId, snapshotId } = get();
     if (!jobId || !snapshotId) return;
+    const mine = ++openSeq;
     set({ loading: true, error: null });
     try {
       const entries = await api.call('snapshots.browse', { jobId, snapshotId, path });
-      set({ entries, path, loading: false });
+      if (mine === openSeq) set({ entries, path, loading: false });
     } catch (err) {
-      set({ loading: false, error: errorMessage(err) });
+      if (mine === openSeq) set({ loading: false, error: errorMessage(err) });
     }
   },
   async search(query) {
