@@ -92,6 +92,11 @@ describe('file index', () => {
     expect(c.files.search('img_').map((h) => h.name)).toEqual(['IMG_0001.JPG', 'IMG_0002.JPG']);
     expect(c.files.search('2').length).toBeGreaterThan(0); // short queries scan names
     expect(c.files.search('zzz')).toEqual([]);
+    expect(c.files.search('*.JPG').map((h) => h.name)).toEqual(['IMG_0001.JPG', 'IMG_0002.JPG']);
+    expect(c.files.search('img_000?.jpg').map((h) => h.name)).toEqual(['IMG_0001.JPG', 'IMG_0002.JPG']);
+    expect(c.files.search('*.t?t').map((h) => h.path)).toEqual(['/home/ann/Documents/notes.txt']);
+    expect(c.files.search('report*').map((h) => h.name)).toEqual(['report draft.docx']); // anchored at the start
+    expect(c.files.search('*')).toHaveLength(13); // every path ever indexed
     expect(c.files.search('%')).toEqual([]); // LIKE wildcards are literal
     expect(c.files.search('report', { snapshots: [snaps[0].id] }).map((h) => h.name)).toEqual([
       'Annual Report 2024.pdf',

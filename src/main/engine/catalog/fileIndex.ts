@@ -475,18 +475,28 @@ export class FileIndex {
   }
 
   /**
-   * Case-insensitive substring search over entry names across snapshots. Returns distinct paths with
-   * the snapshots that contain them. Queries of 3+ characters use the trigram index.
+   * Case-insensitive search over entry names across snapshots: a substring ("report"), or a glob over
+   * the whole name when the query has * or ? ("*.pdf", "IMG_????.JPG"). Returns distinct paths with
+   * the snapshots that contain them. Queries with 3+ literal characters in a row use the trigram index.
    */
   search(query: string, opts: SearchOptions = {}): SearchHit[] {
     const q = query.trim();
     if (!q) return [];
     const limit = opts.limit ?? 500;
-    const pattern = `%${likeEscape(q)}%`;
-    // 1. distinct names that match (trigram index for 3+ characters, a scan of names otherwise)
+    // Plain text matches anywhere in the name; with * or ? it is a glob over the whole name ("*.pdf").
+    const glob = /[*?]/.test(q);
+    const pattern = glob
+      ? q
+          .split(/([*?])/)
+          .map((part) => (part === '*' ? '%' : part === '?' ? '_' : likeEscape(part)))
+          .join('')
+      : `%${likeEscape(q)}%`;
+    // The trigram index needs a run of 3 literal characters; shorter queries scan the names.
+    const indexed = (glob ? q.split(/[*?]/) : [q]).some((part) => [...part].length >= 3);
+    // 1. distinct names that match
     const names = this.db
       .prepare(
-        q.length >= 3
+        indexed
           ? `SELECT rowid AS id, name FROM names_fts WHERE name LIKE ? ESCAPE '\\'`
           : `SELECT id, name FROM names WHERE id > 0 AND name LIKE ? ESCAPE '\\'`,
       )
