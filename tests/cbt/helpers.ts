@@ -59,13 +59,22 @@ function sh(cmd: string, args: string[]): string {
  * filesystem lives in a partition starting `partition.startSector` sectors into the disk (added with BLKPG,
  * so no partition-table parser is needed).
  */
-export function makeLoopExt4(sizeMiB: number, opts: { partition?: { startSector: number } } = {}): LoopFs {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'tidemark-cbt-'));
+export function makeLoopExt4(
+  sizeMiB: number,
+  opts: { partition?: { startSector: number }; directIo?: boolean; parentDir?: string } = {},
+): LoopFs {
+  const dir = mkdtempSync(path.join(opts.parentDir ?? os.tmpdir(), 'tidemark-cbt-'));
   const image = path.join(dir, 'disk.img');
   const mnt = path.join(dir, 'mnt');
   mkdirSync(mnt);
   sh('truncate', ['-s', `${sizeMiB}M`, image]);
-  const loopDev = sh('losetup', opts.partition ? ['-f', '-P', '--show', image] : ['-f', '--show', image]);
+  const loopDev = sh('losetup', [
+    '-f',
+    '--show',
+    ...(opts.partition ? ['-P'] : []),
+    ...(opts.directIo ? ['--direct-io=on'] : []),
+    image,
+  ]);
   let fsDev = loopDev;
   try {
     if (opts.partition) {

@@ -121,8 +121,13 @@ static __always_inline void mark_blocks(struct cbt_dev_cfg *cfg, u64 first, u64 
     return;
   }
   struct mark_ctx c = {.base = cfg->word_off, .w0 = (u32)w0, .first = first, .last = last};
-  long done = bpf_loop((u32)nw, mark_word, &c, 0);
-  if (done != (long)nw) stat_add(cfg->slot, CBT_STAT_OVERFLOW, 1);
+  if (nw <= 2) {
+    /* fast path: most requests (up to 256 KiB at 4 KiB blocks) touch one or two words */
+    if (mark_word(0, &c) != 0 || (nw == 2 && mark_word(1, &c) != 0)) stat_add(cfg->slot, CBT_STAT_OVERFLOW, 1);
+  } else {
+    long done = bpf_loop((u32)nw, mark_word, &c, 0);
+    if (done != (long)nw) stat_add(cfg->slot, CBT_STAT_OVERFLOW, 1);
+  }
   stat_add(cfg->slot, CBT_STAT_EVENTS, 1);
 }
 
