@@ -4,13 +4,28 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createApi } from './api/wiring.js';
+import { app } from 'electron';
+import { createApi, defaultDataDir } from './api/wiring.js';
+import { SafeStorageSecretStore } from './app/secrets.js';
 import { desktop, runDesktopApp } from './app/index.js';
 
 const outDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { api, close } = createApi({ mode: 'electron', desktop });
-const started = await runDesktopApp(api, outDir, async () => {
-  await api.close();
-  close();
-});
-if (started) api.startScheduler();
+
+// one instance: a second launch focuses the first window (runDesktopApp listens for it)
+if (!app.requestSingleInstanceLock()) {
+  app.quit();
+} else {
+  await app.whenReady(); // safeStorage needs a ready app
+  const dataDir = defaultDataDir();
+  const { api, close } = createApi({
+    mode: 'electron',
+    desktop,
+    dataDir,
+    secrets: SafeStorageSecretStore.create(dataDir),
+  });
+  await runDesktopApp(api, outDir, async () => {
+    await api.close();
+    close();
+  });
+  api.startScheduler();
+}

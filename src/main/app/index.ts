@@ -26,16 +26,12 @@ export const desktop: Desktop = {
   },
 };
 
-/** Runs the desktop app around an API. Returns false when another instance already runs. */
+/** Runs the desktop app around an API (the caller holds the single-instance lock). */
 export async function runDesktopApp(
   api: TidemarkApi,
   outDir: string,
   onQuit: () => Promise<void>,
-): Promise<boolean> {
-  if (!app.requestSingleInstanceLock()) {
-    app.quit();
-    return false;
-  }
+): Promise<void> {
   let win: BrowserWindow | null = null;
   const open = () => {
     if (!win || win.isDestroyed()) win = createMainWindow(outDir);
@@ -64,5 +60,4 @@ export async function runDesktopApp(
   });
   app.on('activate', open);
   app.on('before-quit', () => void onQuit());
-  return true;
 }
