@@ -141,6 +141,24 @@ describe('schedules', () => {
     expect(iso(fall.first!)).toBe('2025-10-26T00:30:00.000Z');
     expect(iso(fall.last!)).toBe('2025-10-27T01:30:00.000Z');
   });
+
+  it('counts missed fire times with bounded work after a long shutdown', () => {
+    const everyMinute: Schedule = { kind: 'cron', expressions: ['* * * * *'], timeZone: 'UTC' };
+    const r = fireTimesBetween(everyMinute, T('2024-01-01T00:00:30Z'), T('2025-01-01T00:00:30Z'));
+    expect(r).toEqual({
+      count: 1000,
+      capped: true,
+      first: T('2024-01-01T00:01:00Z'),
+      last: T('2025-01-01T00:00:00Z'),
+    });
+    const small = fireTimesBetween(everyMinute, T('2024-01-01T00:00:30Z'), T('2024-01-01T00:10:00Z'));
+    expect(small).toEqual({
+      count: 10,
+      capped: false,
+      first: T('2024-01-01T00:01:00Z'),
+      last: T('2024-01-01T00:10:00Z'),
+    });
+  });
 });
 
 describe('Scheduler', () => {

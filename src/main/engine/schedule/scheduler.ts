@@ -182,7 +182,7 @@ export class Scheduler {
           endedAt: now,
         });
         this.catalog.updateRun(missed.id, {
-          counters: { missedCount: fired.count, firstMissed: fired.first },
+          counters: { missedCount: fired.count, missedCountCapped: fired.capped, firstMissed: fired.first },
         });
         this.events.emit('run-missed', {
           jobId: job.id,

@@ -80,33 +80,42 @@ export function nextFireTime(s: Schedule, after: number): number | null {
   return best;
 }
 
+/** The last fire time at or before `at`, or null. */
+export function previousFireTime(s: Schedule, at: number): number | null {
+  let best: number | null = null;
+  for (const c of crons(s)) {
+    const d = c.previousRuns(1, new Date(at + 1))[0];
+    if (d && (best === null || d.getTime() > best)) best = d.getTime();
+  }
+  return best;
+}
+
 /**
- * The fire times in (after, until], at most `max` of them (the last ones are what matter for catch-up,
- * so `count` reports the true number up to a bound and `last` is the latest).
+ * The fire times in (after, until]: how many (counted up to `max`; `capped` when there were more),
+ * the first and the last. Bounded work however long the machine was off.
  */
 export function fireTimesBetween(
   s: Schedule,
   after: number,
   until: number,
-  max = 100_000,
-): { count: number; first: number | null; last: number | null } {
+  max = 1000,
+): { count: number; capped: boolean; first: number | null; last: number | null } {
   let count = 0;
   let first: number | null = null;
   let last: number | null = null;
   let t = after;
   for (;;) {
     const n = nextFireTime(s, t);
-    if (n === null || n > until) break;
+    if (n === null || n > until) return { count, capped: false, first, last };
     if (first === null) first = n;
     last = n;
     count++;
     t = n;
-    if (count >= max) {
-      // far too many to walk: jump close to the end and keep only the latest
-      t = Math.max(t, until - 7 * 86_400_000);
-    }
+    if (count >= max) break;
   }
-  return { count, first, last };
+  const prev = previousFireTime(s, until);
+  if (prev !== null && prev > t) return { count, capped: true, first, last: prev };
+  return { count, capped: nextFireTime(s, t)! <= until, first, last };
 }
 
 /** A short human description ("daily at 02:30", "every 4 hours"). */
