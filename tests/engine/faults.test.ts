@@ -106,7 +106,7 @@ describe('unreadable and special files', () => {
     for (let i = 0; i < 12; i++) files[`f${String(i).padStart(2, '0')}.bin`] = randomBytes(MiB, 100 + i);
     await writeTree(src, {
       ...files,
-      'zz-vanishes.txt': 'soon gone',
+      'zz-vanishes.txt': randomBytes(300_000, 8), // large enough to be read on its own, after the others
       'growing.log': randomBytes(3 * MiB, 7),
     });
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });

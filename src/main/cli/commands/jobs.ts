@@ -13,7 +13,7 @@ import { KeyFileSecretStore, secretKeys, type SecretStore } from '../../engine/c
 import { rebuildRepository } from '../../engine/catalog/sync.js';
 import type { Job, JobSpec, RepositoryRecord, RunRecord, Schedule } from '../../engine/catalog/types.js';
 import { JobRunner } from '../../engine/schedule/runner.js';
-import { Scheduler } from '../../engine/schedule/scheduler.js';
+import { createJobSystem } from '../../engine/schedule/system.js';
 import { createRunEvents } from '../../engine/schedule/events.js';
 import { describeSchedule, nextFireTime, validateSchedule } from '../../engine/schedule/schedules.js';
 import { describePolicy } from '../../engine/schedule/retention.js';
@@ -472,10 +472,12 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
     .description('run the job scheduler in the foreground (headless); Ctrl-C stops it')
     .option('--concurrency <n>', 'jobs for different repositories running at once', count, 1)
     .action(async (o) => {
-      const c = new Catalog(ctx.dataDir());
-      const events = createRunEvents();
-      const runner = new JobRunner({ catalog: c, engine: createJobEngine({ secrets: secrets() }), events });
-      const scheduler = new Scheduler({ catalog: c, runner, events, concurrency: o.concurrency });
+      const system = createJobSystem({
+        dataDir: ctx.dataDir(),
+        secrets: secrets(),
+        concurrency: o.concurrency,
+      });
+      const { catalog: c, events, scheduler } = system;
       const line = (s: string) => io.out(`${new Date().toISOString()} ${s}\n`);
       const name = (id: number) => c.findJob(id)?.name ?? `job ${id}`;
       events.on('run-started', (e) =>
@@ -499,8 +501,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         ctx.signal.addEventListener('abort', () => resolve(), { once: true });
       });
       line('stopping: cancelling running jobs');
-      await scheduler.stop({ cancelRuns: true });
-      c.close();
+      await system.close();
     });
 
   const cat = program

@@ -23,7 +23,7 @@ interface SavedDir {
 import type { BackupOptions, BackupProgress, BackupResult } from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
 import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
-import type { BackupFileResult, SealedBlobMsg } from '../workers/protocol.js';
+import type { BackupFileResult, SealedBlobMsg, SmallFileResult, SmallFilesResult, TaskEvent } from '../workers/protocol.js';
 import { Excluder, HintPlan, metadataNode, unchangedFile } from '../scan/index.js';
 import { nameBytes } from '../repo/tree.js';
 
@@ -155,7 +155,6 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       },
       workers,
     );
-    const slots = new Semaphore(workers * 6);
     progress.phase = 'scanning';
 
     const skip = (p: string, err: unknown, reason?: string) => {
@@ -180,31 +179,85 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       }
     };
 
+    // Small files (one chunk) are read in batches by one task each, large files one task each.
+    // taskSlots bounds the tasks in flight; smallSlots bounds how many small files wait in batches.
+    const taskSlots = new Semaphore(workers * 4);
+    const smallSlots = new Semaphore(4096);
+    const smallLimit = cfg.chunker.min;
+    const onEvent = async (ev: TaskEvent) => {
+      throwIfAborted(signal);
+      if (ev.kind === 'read') {
+        progress.bytesRead += ev.bytes;
+        return null;
+      }
+      if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
+      await storeBlobs(ev.blobs, false);
+      return null;
+    };
+    interface SmallItem {
+      abs: Buffer;
+      size: number;
+      mtimeMs: number;
+      resolve: (r: SmallFileResult) => void;
+      reject: (e: unknown) => void;
+    }
+    let smallQueue: SmallItem[] = [];
+    let smallBytes = 0;
+    let flushScheduled = false;
+    const flushSmall = () => {
+      flushScheduled = false;
+      const batch = smallQueue;
+      smallQueue = [];
+      smallBytes = 0;
+      if (!batch.length) return;
+      void (async () => {
+        await taskSlots.take();
+        try {
+          const r = await pool!.run<SmallFilesResult>({ op: 'backupSmallFiles', files: batch.map((b) => ({ path: b.abs, size: b.size, mtimeMs: b.mtimeMs })) }, onEvent);
+          batch.forEach((b, i) => b.resolve(r.files[i]));
+        } catch (err) {
+          batch.forEach((b) => b.reject(err));
+        } finally {
+          taskSlots.give();
+        }
+      })();
+    };
+    const readSmall = (abs: Buffer, size: number, mtimeMs: number) =>
+      new Promise<SmallFileResult>((resolve, reject) => {
+        smallQueue.push({ abs, size, mtimeMs, resolve, reject });
+        smallBytes += size;
+        if (smallQueue.length >= 256 || smallBytes >= 4 * 1024 * 1024) flushSmall();
+        else if (!flushScheduled) {
+          flushScheduled = true;
+          setImmediate(flushSmall);
+        }
+      });
+    const readLarge = async (abs: Buffer, size: number, mtimeMs: number): Promise<BackupFileResult> => {
+      await taskSlots.take();
+      try {
+        throwIfAborted(signal);
+        return await pool!.run<BackupFileResult>({ op: 'backupFile', path: abs, size, mtimeMs }, onEvent);
+      } finally {
+        taskSlots.give();
+      }
+    };
+
     const readFile = async (abs: Buffer, node: TreeNode, mtimeMs: number): Promise<TreeNode | undefined> => {
-      await slots.take();
+      const small = (node.size ?? 0) < smallLimit;
+      if (small) await smallSlots.take();
       try {
         throwIfAborted(signal);
         progress.currentFile = show(abs);
-        const r = await pool!.run<BackupFileResult>(
-          { op: 'backupFile', path: abs, size: node.size ?? 0, mtimeMs },
-          async (ev) => {
-            if (ev.kind === 'read') {
-              progress.bytesRead += ev.bytes;
-              return null;
-            }
-            if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
-            await storeBlobs(ev.blobs, false);
-            return null;
-          },
-        );
+        let r: BackupFileResult;
+        if (small) {
+          const res = await readSmall(abs, node.size ?? 0, mtimeMs);
+          if (res.error) throw Object.assign(new Error(res.error.message), { code: res.error.code });
+          r = res;
+        } else r = await readLarge(abs, node.size ?? 0, mtimeMs);
         await storeBlobs(r.blobs, true);
         progress.filesRead++;
         if (r.changedWhileReading) {
-          skip(
-            show(abs),
-            undefined,
-            'changed while it was being read; the saved copy may mix old and new content',
-          );
+          skip(show(abs), undefined, 'changed while it was being read; the saved copy may mix old and new content');
           node.size = r.size;
         }
         node.content = r.content;
@@ -218,7 +271,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         else skip(show(abs), err);
         return undefined;
       } finally {
-        slots.give();
+        if (small) smallSlots.give();
         progress.filesDone++;
         progress.bytesDone += node.size ?? 0;
       }

@@ -12,6 +12,7 @@
  *   indexing, prune on the repository's schedule, optional verify — against an injected JobEngine.
  * - engine.ts: the real engine behind JobEngine (repository secrets from a SecretStore).
  * - events.ts: typed run events (started/progress/phase/finished/failed/missed/skipped) for the app.
+ * - system.ts: createJobSystem() wires catalog, runner, scheduler and events in one call.
  *
  * Not here: the engine operations themselves, or any UI/notification code.
  */
@@ -21,3 +22,4 @@ export * from './scheduler.js';
 export * from './runner.js';
 export * from './events.js';
 export * from './engine.js';
+export * from './system.js';

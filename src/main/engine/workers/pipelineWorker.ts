@@ -9,7 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { execFile } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { readlinkSync, openSync, fstatSync, readSync, closeSync, constants as FS } from 'node:fs';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, open as openSealed, seal } from '../crypto/index.js';
 import { maybeCompress, decompress } from '../compress/index.js';
@@ -20,6 +20,9 @@ import type {
   DecodeTask,
   FromWorker,
   SealedBlobMsg,
+  SmallFileResult,
+  SmallFilesResult,
+  SmallFilesTask,
   TaskEvent,
   ToWorker,
   WorkerInit,
@@ -139,6 +142,56 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
   }
 }
 
+/** Small files: synchronous open/read/close (far cheaper per file than promise-based handles). */
+function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFilesResult> {
+  return (async () => {
+    const out: SmallFileResult[] = [];
+    let readTotal = 0;
+    for (const f of task.files) {
+      let fd = -1;
+      try {
+        fd = openSync(Buffer.from(f.path), FS.O_RDONLY | FS.O_NOFOLLOW);
+        const buf = Buffer.allocUnsafe(f.size + 1);
+        let n = 0;
+        for (;;) {
+          const r = readSync(fd, buf, n, buf.length - n, null);
+          if (r === 0 || (n += r) === buf.length) break;
+        }
+        const after = fstatSync(fd);
+        await throttle(n);
+        readTotal += n;
+        const data = buf.subarray(0, n);
+        const changed = n !== f.size || after.size !== n || Math.abs(after.mtimeMs - f.mtimeMs) > 0.001;
+        if (n === 0) out.push({ content: [], bytesRead: 0, size: 0, changedWhileReading: changed, blobs: [] });
+        else if (n > init.chunker.min) {
+          // grew past one chunk while we looked: chunk it properly
+          const lens = cdc.chunkAll(data);
+          const content: string[] = [];
+          const blobs: SealedBlobMsg[] = [];
+          let off = 0;
+          for (const len of lens) {
+            const id = blobId(idKey, data.subarray(off, off + len));
+            content.push(id.toString('hex'));
+            blobs.push(sealChunk(id, data.subarray(off, off + len)));
+            off += len;
+          }
+          out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs });
+        } else {
+          const id = blobId(idKey, data);
+          out.push({ content: [id.toString('hex')], bytesRead: n, size: n, changedWhileReading: changed, blobs: [sealChunk(id, data)] });
+        }
+      } catch (err) {
+        const e = err as NodeJS.ErrnoException;
+        out.push({ error: { message: e.message, code: e.code } });
+      } finally {
+        if (fd >= 0) closeSync(fd);
+      }
+    }
+    if (readTotal) tell(taskId, { kind: 'read', bytes: readTotal });
+    return { files: out };
+  })();
+}
+
 function decode(task: DecodeTask): DecodeResult {
   return {
     items: task.items.map((it) => {
@@ -171,6 +224,10 @@ port.on('message', (msg: ToWorker) => {
     if (task.op === 'backupFile') {
       const r = await backupFile(taskId, task);
       return { result: r, transfer: r.blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
+    }
+    if (task.op === 'backupSmallFiles') {
+      const r = await backupSmallFiles(taskId, task);
+      return { result: r, transfer: r.files.flatMap((f) => (f.error ? [] : f.blobs.map((b) => b.sealed.buffer as ArrayBuffer))) };
     }
     const r = decode(task);
     return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };

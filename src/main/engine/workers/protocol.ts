@@ -20,12 +20,25 @@ export interface BackupFileTask {
   mtimeMs: number;
 }
 
+/** Many small files (each below the minimum chunk size) in one task: read with synchronous I/O,
+ *  each one chunk, sealed speculatively — one message each way instead of several per file. */
+export interface SmallFilesTask {
+  op: 'backupSmallFiles';
+  files: { path: Uint8Array; size: number; mtimeMs: number }[];
+}
+
+export type SmallFileResult = (BackupFileResult & { error?: undefined }) | { error: { message: string; code?: string } };
+
+export interface SmallFilesResult {
+  files: SmallFileResult[];
+}
+
 export interface DecodeTask {
   op: 'decode';
   items: { id: string; sealed: Uint8Array; compressed: boolean; rawLength: number }[];
 }
 
-export type Task = BackupFileTask | DecodeTask;
+export type Task = BackupFileTask | SmallFilesTask | DecodeTask;
 
 export interface SealedBlobMsg {
   id: Uint8Array;

@@ -222,6 +222,8 @@ export class S3Backend implements Backend {
         httpsAgent: new https.Agent(agentOpts),
         connectionTimeout: 15_000,
         requestTimeout: opts.requestTimeoutMs ?? 60_000,
+        // Without this the SDK only logs a warning and a stalled request hangs the backup forever.
+        throwOnRequestTimeout: true,
       },
     });
     this.client.middlewareStack.add(
@@ -350,7 +352,7 @@ export class S3Backend implements Backend {
       /socket hang up|ECONNRESET|timed? ?out/i.test(e.message ?? '')
     )
       return new TransientStoreError(
-        `cannot reach ${this.endpoint} (${code || name}): ${e.message ?? ''}`,
+        `${verb} ${what}: connection to ${this.endpoint} failed (${code || name}): ${e.message ?? ''}`,
         opts,
       );
     return new S3ProtocolError(`${verb} ${what} at ${this.endpoint}: ${detail}: ${e.message ?? ''}`, opts);

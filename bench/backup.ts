@@ -1,0 +1,197 @@
+/**
+ * `npm run bench [-- --scale N] [-- --small-files N] [-- --dir DIR] [-- --no-restic]`
+ * Full backup, no-change backup and full restore of a deterministic dataset with Tidemark and, when
+ * installed, restic on the same data in the same run. Prints wall seconds, MB/s, files/s, CPU %, peak
+ * RSS, bytes read from the source, repository size, and (Tidemark) the event-loop delay of the process
+ * hosting the engine. The page cache is dropped before each step when running as root.
+ */
+import fs from 'node:fs/promises';
+import fss from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import crypto from 'node:crypto';
+import { spawn, spawnSync } from 'node:child_process';
+import { makeDataset } from './dataset.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, def?: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : def;
+};
+const scale = Number(opt('scale', '1'));
+const smallFiles = opt('small-files') ? Number(opt('small-files')) : undefined;
+const base = path.resolve(opt('dir', '/var/tmp/tidemark-bench')!);
+const withRestic = !args.includes('--no-restic') && spawnSync('restic', ['version']).status === 0;
+const workers = opt('workers');
+const root = path.resolve(import.meta.dirname, '..');
+
+function dropCaches(): boolean {
+  try {
+    spawnSync('sync');
+    fss.writeFileSync('/proc/sys/vm/drop_caches', '3');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface Measure {
+  wall: number;
+  cpuPct: number;
+  peakRssMiB: number;
+  stdout: string;
+  stats?: { eventLoopDelayMs: { p50: number; p99: number; max: number } };
+}
+
+async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Promise<Measure> {
+  const timeFile = path.join(os.tmpdir(), `tm-bench-time-${process.pid}`);
+  const statsFile = path.join(os.tmpdir(), `tm-bench-stats-${process.pid}`);
+  await fs.rm(statsFile, { force: true });
+  const child = spawn('/usr/bin/time', ['-f', '%e %U %S %M', '-o', timeFile, cmd, ...cmdArgs], { env: { ...env, TIDEMARK_BENCH_STATS: statsFile }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? -1)));
+  if (code !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')} failed (${code}): ${stderr.slice(-2000)}`);
+  const [wall, user, sys, rss] = (await fs.readFile(timeFile, 'utf8')).trim().split('\n').pop()!.split(' ').map(Number);
+  let stats;
+  try {
+    stats = JSON.parse(await fs.readFile(statsFile, 'utf8'));
+  } catch {}
+  return { wall, cpuPct: ((user + sys) / wall) * 100, peakRssMiB: rss / 1024, stdout, stats };
+}
+
+async function dirBytes(d: string): Promise<number> {
+  let total = 0;
+  const walk = async (p: string) => {
+    for (const e of await fs.readdir(p, { withFileTypes: true })) {
+      const q = path.join(p, e.name);
+      if (e.isDirectory()) await walk(q);
+      else if (e.isFile()) total += (await fs.stat(q)).size;
+    }
+  };
+  await walk(d);
+  return total;
+}
+
+async function hashTree(d: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const walk = async (p: string) => {
+    for (const e of await fs.readdir(p, { withFileTypes: true })) {
+      const q = path.join(p, e.name);
+      if (e.isDirectory()) await walk(q);
+      else if (e.isFile() && e.name !== '.complete') out.set(path.relative(d, q), crypto.createHash('sha256').update(await fs.readFile(q)).digest('hex'));
+    }
+  };
+  await walk(d);
+  return out;
+}
+
+function same(a: Map<string, string>, b: Map<string, string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  return true;
+}
+
+interface Row {
+  tool: string;
+  step: string;
+  m: Measure;
+  mbps: number;
+  filesPerSec: number;
+  bytesRead?: number;
+  repoBytes?: number;
+  note?: string;
+}
+
+async function main() {
+  await fs.mkdir(base, { recursive: true });
+  console.log(`dataset: generating/reusing under ${base}/data (scale ${scale}${smallFiles ? `, ${smallFiles} small files` : ''}) …`);
+  const t0 = Date.now();
+  const data = await makeDataset(path.join(base, 'data'), scale, smallFiles);
+  console.log(`dataset: ${data.files} files, ${(data.bytes / 1e6).toFixed(0)} MB (ready in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  const dropped = dropCaches();
+  console.log(`page cache: ${dropped ? 'dropped before each step (root)' : 'NOT dropped (not permitted): figures are warm-cache'}`);
+  console.log(`machine: ${os.cpus().length} cores, ${os.cpus()[0]?.model}; node ${process.version}; restic: ${withRestic ? spawnSync('restic', ['version']).stdout.toString().trim() : 'not installed'}`);
+  const expected = await hashTree(data.root);
+  const rows: Row[] = [];
+  const mb = (n: number) => n / 1e6;
+
+  // ---- Tidemark ----
+  const tmRepo = path.join(base, 'tm-repo');
+  const tmOut = path.join(base, 'tm-restore');
+  await fs.rm(tmRepo, { recursive: true, force: true });
+  await fs.rm(tmOut, { recursive: true, force: true });
+  const env = { ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' };
+  // the bundled CLI, as installed apps run it (no TypeScript loader in the measurement)
+  spawnSync(process.execPath, [path.join(root, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
+  const tm = (a: string[]) => [path.join(root, 'out/cli/tidemark.js'), '-r', tmRepo, '--json', ...a];
+  spawnSync(process.execPath, tm(['init']), { env });
+  const wargs = workers ? ['--workers', workers] : [];
+  for (const step of ['full backup', 'no-change backup']) {
+    dropCaches();
+    const m = await timed(process.execPath, tm(['backup', data.root, ...wargs]), env);
+    const j = JSON.parse(m.stdout);
+    rows.push({ tool: 'tidemark', step, m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, bytesRead: j.snapshot.stats.bytesRead, repoBytes: await dirBytes(tmRepo) });
+  }
+  dropCaches();
+  {
+    const m = await timed(process.execPath, tm(['restore', 'latest', '--target', tmOut, '--relative-to', data.root, ...wargs]), env);
+    const ok = same(expected, await hashTree(tmOut));
+    rows.push({ tool: 'tidemark', step: 'full restore', m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER' });
+  }
+
+  // ---- restic ----
+  if (withRestic) {
+    const rRepo = path.join(base, 'restic-repo');
+    const rOut = path.join(base, 'restic-restore');
+    await fs.rm(rRepo, { recursive: true, force: true });
+    await fs.rm(rOut, { recursive: true, force: true });
+    const renv = { ...process.env, RESTIC_PASSWORD: 'bench', RESTIC_CACHE_DIR: path.join(base, 'restic-cache') };
+    await fs.rm(renv.RESTIC_CACHE_DIR, { recursive: true, force: true });
+    spawnSync('restic', ['-r', rRepo, 'init'], { env: renv });
+    for (const step of ['full backup', 'no-change backup']) {
+      dropCaches();
+      const m = await timed('restic', ['-r', rRepo, 'backup', '--json', data.root], renv);
+      const summary = m.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((x) => x.message_type === 'summary');
+      rows.push({ tool: 'restic', step, m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, bytesRead: summary?.total_bytes_processed, repoBytes: await dirBytes(rRepo) });
+    }
+    dropCaches();
+    const m = await timed('restic', ['-r', rRepo, 'restore', 'latest', '--target', rOut], renv);
+    const ok = same(expected, await hashTree(path.join(rOut, data.root)));
+    rows.push({ tool: 'restic', step: 'full restore', m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER' });
+  }
+
+  // ---- report ----
+  const pad = (s: string, n: number) => s.padStart(n);
+  console.log('\n' + ['tool', 'step', 'wall s', 'MB/s', 'files/s', 'CPU %', 'peak RSS MiB', 'read MB', 'repo MB'].map((h, i) => (i < 2 ? h.padEnd(i ? 17 : 9) : pad(h, 12))).join(''));
+  for (const r of rows) {
+    console.log(
+      r.tool.padEnd(9) +
+        r.step.padEnd(17) +
+        pad(r.m.wall.toFixed(2), 12) +
+        pad(r.mbps.toFixed(0), 12) +
+        pad(r.filesPerSec.toFixed(0), 12) +
+        pad(r.m.cpuPct.toFixed(0), 12) +
+        pad(r.m.peakRssMiB.toFixed(0), 12) +
+        pad(r.bytesRead === undefined ? '' : (r.bytesRead / 1e6).toFixed(0), 12) +
+        pad(r.repoBytes === undefined ? '' : (r.repoBytes / 1e6).toFixed(0), 12) +
+        (r.note ? `  ${r.note}` : ''),
+    );
+  }
+  const full = rows.find((r) => r.tool === 'tidemark' && r.step === 'full backup')!;
+  console.log(`\nevent-loop delay during the full backup (engine process): p50 ${full.m.stats?.eventLoopDelayMs.p50} ms, p99 ${full.m.stats?.eventLoopDelayMs.p99} ms, max ${full.m.stats?.eventLoopDelayMs.max} ms`);
+  if (withRestic) {
+    for (const step of ['full backup', 'no-change backup', 'full restore']) {
+      const a = rows.find((r) => r.tool === 'tidemark' && r.step === step)!;
+      const b = rows.find((r) => r.tool === 'restic' && r.step === step)!;
+      console.log(`${step}: tidemark is ${(b.m.wall / a.m.wall).toFixed(2)}x as fast as restic`);
+    }
+    const a = rows.find((r) => r.tool === 'tidemark' && r.step === 'full backup')!;
+    const b = rows.find((r) => r.tool === 'restic' && r.step === 'full backup')!;
+    console.log(`repository size: tidemark/restic = ${((a.repoBytes ?? 0) / (b.repoBytes ?? 1)).toFixed(3)}`);
+  }
+}
+
+await main();
