@@ -9,7 +9,13 @@ export default defineConfig({
     build: {
       // native modules and the rest of node_modules stay external (electron-builder unpacks them from the asar)
       externalizeDeps: true,
-      rolldownOptions: { input: { index: resolve(__dirname, 'src/main/index.ts') } },
+      rolldownOptions: {
+        input: {
+          index: resolve(__dirname, 'src/main/index.ts'),
+          // the engine's worker threads load out/main/pipelineWorker.js (see engine/workers/index.ts)
+          pipelineWorker: resolve(__dirname, 'src/main/engine/workers/pipelineWorker.ts'),
+        },
+      },
     },
   },
   preload: {
