@@ -1,7 +1,7 @@
 // Shared helpers for the tracking tests: scratch trees on the checkout's filesystem (fanotify
 // filesystem marks need a filesystem that reports file handles; tmpfs on older kernels does not)
 // and starting a real native backend, or saying why it cannot run here.
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadTrackerAddon, NativeTracker } from '../../src/main/tracking/native.js';
@@ -23,7 +23,27 @@ export function nativeSkipReason(backend: 'fanotify' | 'inotify'): string | unde
     return process.env.TIDEMARK_SKIP_NATIVE === '1' ? `native addon not built: ${error}` : undefined; // otherwise: fail loudly below
   if (backend === 'fanotify' && process.getuid?.() !== 0)
     return 'fanotify filesystem marks need root (CAP_SYS_ADMIN)';
-  return undefined;
+  return probe(backend);
+}
+
+const probed = new Map<string, string | undefined>();
+/** Starts and stops the backend once on a scratch directory: a container may deny fanotify even to root. */
+function probe(backend: 'fanotify' | 'inotify'): string | undefined {
+  if (!probed.has(backend)) {
+    const { addon } = loadTrackerAddon();
+    const dir = scratchDir(`probe-${backend}`);
+    try {
+      const t = new addon!.Tracker(backend, [dir], () => {});
+      t.start();
+      t.stop();
+      probed.set(backend, undefined);
+    } catch (err) {
+      probed.set(backend, `${backend} cannot run here: ${(err as Error).message}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  return probed.get(backend);
 }
 
 export async function startNative(backend: 'fanotify' | 'inotify', roots: string[]): Promise<NativeTracker> {
