@@ -213,6 +213,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       void (async () => {
         await taskSlots.take();
         try {
+          progress.currentFile = show(batch[batch.length - 1].abs);
           const r = await pool!.run<SmallFilesResult>({ op: 'backupSmallFiles', files: batch.map((b) => ({ path: b.abs, size: b.size, mtimeMs: b.mtimeMs })) }, onEvent);
           batch.forEach((b, i) => b.resolve(r.files[i]));
         } catch (err) {
@@ -236,6 +237,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       await taskSlots.take();
       try {
         throwIfAborted(signal);
+        progress.currentFile = show(abs);
         return await pool!.run<BackupFileResult>({ op: 'backupFile', path: abs, size, mtimeMs }, onEvent);
       } finally {
         taskSlots.give();
@@ -247,7 +249,6 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       if (small) await smallSlots.take();
       try {
         throwIfAborted(signal);
-        progress.currentFile = show(abs);
         let r: BackupFileResult;
         if (small) {
           const res = await readSmall(abs, node.size ?? 0, mtimeMs);
