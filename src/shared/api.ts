@@ -181,7 +181,8 @@ export interface RunSample {
   readBps: number;
   writeBps: number;
   filesPerSec: number;
-  /** Bytes read ÷ new bytes so far (1 = nothing deduplicated). */
+  /** Bytes processed ÷ bytes stored so far: what deduplication and compression save (1 = nothing);
+   *  0 while nothing has been stored yet (not known). */
   dedupRatio: number;
 }
 

@@ -310,7 +310,7 @@ export class RunManager implements Runner {
       readBps: Math.max(0, (c.bytesRead - l.last.bytesRead) / dt),
       writeBps: Math.max(0, (c.bytesStored - l.last.bytesStored) / dt),
       filesPerSec: Math.max(0, (c.filesDone - l.last.filesDone) / dt),
-      dedupRatio: c.bytesNew > 0 ? c.bytesRead / c.bytesNew : 1,
+      dedupRatio: c.bytesStored > 0 ? c.bytesDone / c.bytesStored : 0,
     };
     l.run.samples.push(s);
     l.last = { at, bytesRead: c.bytesRead, bytesStored: c.bytesStored, filesDone: c.filesDone };

@@ -28,6 +28,7 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
     dedup: s.dedupRatio > 0 ? +s.dedupRatio.toFixed(2) : null,
   }));
   const axis = { stroke: 'var(--muted)', fontSize: 11, tickLine: false };
+  const known = data.some((d) => d.dedup !== null);
   return (
     <div className="charts" data-samples={samples.length}>
       <figure className="chart card" aria-label={`Throughput in MB/s, ${samples.length} samples`}>
@@ -98,27 +99,31 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
         </ResponsiveContainer>
       </figure>
       <figure className="chart card" aria-label="Deduplication ratio">
-        <figcaption>Dedup ratio (read ÷ new)</figcaption>
-        <ResponsiveContainer width="100%" height={140}>
-          <LineChart data={data} margin={{ top: 8, right: 12, left: 0, bottom: 0 }}>
-            <CartesianGrid stroke="var(--grid)" vertical={false} />
-            <XAxis dataKey="t" tickFormatter={secs} {...axis} />
-            <YAxis width={70} domain={[1, 'auto']} {...axis} />
-            <Tooltip
-              labelFormatter={(t) => secs(Number(t))}
-              contentStyle={{ background: 'var(--surface)', border: '1px solid var(--border)' }}
-            />
-            <Line
-              type="stepAfter"
-              dataKey="dedup"
-              name="Dedup ×"
-              stroke="var(--accent-4)"
-              strokeWidth={2}
-              dot={false}
-              isAnimationActive={false}
-            />
-          </LineChart>
-        </ResponsiveContainer>
+        <figcaption>Space saving (processed ÷ stored)</figcaption>
+        {known ? (
+          <ResponsiveContainer width="100%" height={140}>
+            <LineChart data={data} margin={{ top: 8, right: 12, left: 0, bottom: 0 }}>
+              <CartesianGrid stroke="var(--grid)" vertical={false} />
+              <XAxis dataKey="t" tickFormatter={secs} {...axis} />
+              <YAxis width={70} domain={[1, 'auto']} {...axis} />
+              <Tooltip
+                labelFormatter={(t) => secs(Number(t))}
+                contentStyle={{ background: 'var(--surface)', border: '1px solid var(--border)' }}
+              />
+              <Line
+                type="stepAfter"
+                dataKey="dedup"
+                name="Saving ×"
+                stroke="var(--accent-4)"
+                strokeWidth={2}
+                dot={false}
+                isAnimationActive={false}
+              />
+            </LineChart>
+          </ResponsiveContainer>
+        ) : (
+          <p className="chart-empty muted small">Known once data has been written to the repository.</p>
+        )}
       </figure>
     </div>
   );

@@ -2,7 +2,7 @@
  * New/Edit job: sources, exclusions (presets and patterns), destination, schedule, retention and
  * password, in steps, checked with the shared schema as the user goes and by the engine on save.
  */
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import {
   api,
   ApiError,
@@ -110,9 +110,19 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     setServerError(null);
   };
 
+  const settings = useApp((s) => s.settings);
+  const defaulted = useRef(false);
   useEffect(() => {
-    if (!editing && info && !form.destination) setForm((f) => ({ ...f, destination: info.defaultRepoDir }));
-  }, [info, editing, form.destination]);
+    // a new job starts from the default repository folder and the defaults in Settings
+    if (editing || defaulted.current || !info || !settings) return;
+    defaulted.current = true;
+    setForm((f) => ({
+      ...f,
+      destination: f.destination || info.defaultRepoDir,
+      compressionLevel: settings.compressionLevel,
+      readLimitMBps: settings.readLimitMBps,
+    }));
+  }, [info, settings, editing]);
 
   useEffect(() => {
     if (!jobId) return;

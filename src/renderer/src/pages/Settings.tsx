@@ -132,7 +132,7 @@ export function SettingsPage() {
         </div>
       </div>
       <div className="card">
-        <h2 className="section-title">Performance defaults</h2>
+        <h2 className="section-title">Defaults for new jobs</h2>
         <div className="form-grid three">
           <Field label="Compression level (0 = off, 3 = balanced, 19 = smallest)" htmlFor="set-compression">
             <input
