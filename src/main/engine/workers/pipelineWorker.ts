@@ -101,11 +101,11 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
           start = 0;
         }
         const { bytesRead: n } = await fh.read(buf, end, buf.length - end, null);
-        await throttle(n);
         if (n === 0) eof = true;
         end += n;
         bytesRead += n;
         if (n) tell(taskId, { kind: 'read', bytes: n });
+        await throttle(n);
         if (!eof && end < buf.length && end - start < init.chunker.max) continue;
       }
       // cut every complete chunk available now
