@@ -28,7 +28,8 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
     dedup: s.dedupRatio > 0 ? +s.dedupRatio.toFixed(2) : null,
   }));
   const axis = { stroke: 'var(--muted)', fontSize: 11, tickLine: false };
-  const known = data.some((d) => d.dedup !== null);
+  const knownCount = data.filter((d) => d.dedup !== null).length;
+  const known = knownCount > 0;
   return (
     <div className="charts" data-samples={samples.length}>
       <figure className="chart card" aria-label={`Throughput in MB/s, ${samples.length} samples`}>
@@ -105,7 +106,12 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
             <LineChart data={data} margin={{ top: 8, right: 12, left: 0, bottom: 0 }}>
               <CartesianGrid stroke="var(--grid)" vertical={false} />
               <XAxis dataKey="t" tickFormatter={secs} {...axis} />
-              <YAxis width={70} domain={[1, 'auto']} {...axis} />
+              <YAxis
+                width={70}
+                domain={[0, (max: number) => Math.max(2, Math.ceil(max))]}
+                allowDecimals={false}
+                {...axis}
+              />
               <Tooltip
                 labelFormatter={(t) => secs(Number(t))}
                 contentStyle={{ background: 'var(--surface)', border: '1px solid var(--border)' }}
@@ -116,7 +122,7 @@ export function ThroughputCharts({ samples }: { samples: RunSample[] }) {
                 name="Saving ×"
                 stroke="var(--accent-4)"
                 strokeWidth={2}
-                dot={false}
+                dot={knownCount < 3}
                 isAnimationActive={false}
               />
             </LineChart>
