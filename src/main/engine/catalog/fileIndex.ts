@@ -167,7 +167,19 @@ export class FileIndex {
         SELECT n.name AS name, e.type AS type, e.size AS size, e.mtime AS mtime
         FROM entries e JOIN names n ON n.id = e.name_id
         WHERE e.dv = ? ORDER BY n.name`),
-      entryCount: db.prepare('SELECT count(*) FROM entries WHERE dv = ?').pluck(),
+      snapTimes: db.prepare('SELECT id, time, repository_id FROM snapshots'),
+      dirsOfName: db
+        .prepare(
+          'SELECT DISTINCT d.dir_id FROM entries e JOIN dir_versions d ON d.id = e.dv WHERE e.name_id = ?',
+        )
+        .pluck(),
+      occurrences: db.prepare(
+        `SELECT sd.snapshot AS snapshot, e.type AS type, e.size AS size, e.mtime AS mtime
+         FROM dir_versions d
+         JOIN entries e ON e.dv = d.id AND e.name_id = ?
+         JOIN snapshot_dirs sd ON sd.dv = d.id AND sd.dir_id = d.dir_id
+         WHERE d.dir_id = ?`,
+      ),
     };
   }
 
@@ -501,45 +513,31 @@ export class FileIndex {
           : `SELECT id, name FROM names WHERE id > 0 AND name LIKE ? ESCAPE '\\'`,
       )
       .all(pattern) as { id: number; name: string }[];
-    // 2. the folders holding an entry of that name, within the snapshots asked for
-    const filters: string[] = [];
-    const fparams: unknown[] = [];
-    if (opts.repositoryId !== undefined) {
-      filters.push('s.repository_id = ?');
-      fparams.push(opts.repositoryId);
+    // Snapshot times and repositories, in memory for this search (there are few snapshots, and
+    // joining them per row costs more than the rows).
+    const wanted = opts.snapshots ? new Set(opts.snapshots) : undefined;
+    const snaps = new Map<number, number>(); // snapshot row → time
+    for (const r of this.st.snapTimes.all() as { id: number; time: number; repository_id: number }[]) {
+      if (opts.repositoryId !== undefined && r.repository_id !== opts.repositoryId) continue;
+      if (wanted && !wanted.has(r.id)) continue;
+      snaps.set(r.id, r.time);
     }
-    if (opts.snapshots) {
-      filters.push(`sd.snapshot IN (${opts.snapshots.map(() => '?').join(',') || 'NULL'})`);
-      fparams.push(...opts.snapshots);
-    }
-    const where = filters.length ? 'AND ' + filters.join(' AND ') : '';
-    const dirsOf = this.db.prepare(
-      `SELECT DISTINCT d.dir_id FROM entries e JOIN dir_versions d ON d.id = e.dv
-       WHERE e.name_id = ? AND EXISTS (SELECT 1 FROM snapshot_dirs sd JOIN snapshots s ON s.id = sd.snapshot
-         WHERE sd.dv = e.dv AND sd.dir_id = d.dir_id ${where})`,
-    );
-    dirsOf.pluck();
-    // 3. for each path, the snapshots containing it, newest first
-    const occurrences = this.db.prepare(
-      `SELECT sd.snapshot AS snapshot, e.type AS type, e.size AS size, e.mtime AS mtime
-       FROM dir_versions d
-       JOIN entries e ON e.dv = d.id AND e.name_id = ?
-       JOIN snapshot_dirs sd ON sd.dv = d.id AND sd.dir_id = d.dir_id
-       JOIN snapshots s ON s.id = sd.snapshot
-       WHERE d.dir_id = ? ${where}
-       ORDER BY s.time DESC, s.id DESC`,
-    );
+    if (!snaps.size) return [];
     const hits: SearchHit[] = [];
+    // 2. the folders holding an entry of that name; 3. the snapshots holding each such path
     outer: for (const n of names) {
-      for (const dirId of dirsOf.all(n.id, ...fparams) as number[]) {
+      for (const dirId of this.st.dirsOfName.all(n.id) as number[]) {
         if (hits.length >= limit) break outer;
-        const occ = occurrences.all(n.id, dirId, ...fparams) as {
-          snapshot: number;
-          type: number;
-          size: number | null;
-          mtime: number | null;
-        }[];
+        const occ = (
+          this.st.occurrences.all(n.id, dirId) as {
+            snapshot: number;
+            type: number;
+            size: number | null;
+            mtime: number | null;
+          }[]
+        ).filter((o) => snaps.has(o.snapshot));
         if (!occ.length) continue;
+        occ.sort((x, y) => snaps.get(y.snapshot)! - snaps.get(x.snapshot)! || y.snapshot - x.snapshot);
         const dir = this.dirPath(dirId);
         hits.push({
           path: (dir === '/' ? '' : dir) + '/' + n.name,
