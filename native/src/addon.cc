@@ -1,6 +1,7 @@
 // N-API face of the change tracker. JavaScript sees:
 //   backends(): string[]                                 backends compiled into this build
-//   new Tracker(backend, roots, onBatch, batchMillis?)   onBatch({dirtyDirs, dirtyTrees, lost, broken, flushToken, events})
+//   new Tracker(backend, roots, onBatch, batchMillis?, resume?)
+//                                                        onBatch({dirtyDirs, dirtyTrees, lost, broken, flushToken, events, position})
 //   tracker.start() (throws with the reason when the backend cannot run), tracker.stop(), tracker.flush(token)
 //   parseUsnRecords(buffer, hasNextUsnHeader)            the platform-neutral USN record parser (for tests)
 // Batches travel from the backend's reader thread through a ThreadSafeFunction. Every entry point
@@ -50,6 +51,7 @@ void DeliverBatch(Napi::Env env, Napi::Function callback, Batch *raw) {
     if (!b->broken.empty()) o.Set("broken", b->broken);
     o.Set("flushToken", Napi::Number::New(env, static_cast<double>(b->flushToken)));
     o.Set("events", Napi::Number::New(env, static_cast<double>(b->events)));
+    if (!b->position.empty()) o.Set("position", b->position);
     callback.Call({o});
   } catch (const Napi::Error &e) {
     // The JS side wraps its handler; an exception here is a bug there. Report, never crash.
@@ -80,6 +82,7 @@ class TrackerWrap : public Napi::ObjectWrap<TrackerWrap> {
     }
     if (opts_.roots.empty()) throw Napi::TypeError::New(env, "at least one root is required");
     if (info.Length() > 3 && info[3].IsNumber()) opts_.batchMillis = info[3].As<Napi::Number>().Int32Value();
+    if (info.Length() > 4 && info[4].IsString()) opts_.resume = info[4].As<Napi::String>().Utf8Value();
     callback_ = Napi::Persistent(info[2].As<Napi::Function>());
   }
 

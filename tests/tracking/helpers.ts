@@ -50,7 +50,7 @@ export async function startNative(backend: 'fanotify' | 'inotify', roots: string
   const { addon, error } = loadTrackerAddon();
   if (!addon)
     throw new Error(`the native tracker addon is not built (${error}); set TIDEMARK_SKIP_NATIVE=1 to skip`);
-  const t = new NativeTracker(backend, addon, 10);
+  const t = new NativeTracker(backend, addon, { batchMillis: 10 });
   await t.start(roots);
   return t;
 }

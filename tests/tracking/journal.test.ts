@@ -251,3 +251,57 @@ describe('ChangeJournal', () => {
     ).toMatch(/unreadable/);
   });
 });
+
+describe('ChangeJournal with a resumable tracker (USN journal semantics)', () => {
+  it('continues the same generation across a restart and a reboot when resumed from the saved position', async () => {
+    const t1 = new FakeTracker({ resumable: true });
+    await t1.start([root]);
+    const j1 = new ChangeJournal(dataDir, opts());
+    await j1.attach(t1);
+    const c0 = j1.cursor()!;
+    t1.changed(`${root}/before/f`);
+    await j1.sync();
+    await j1.close();
+    expect(await ChangeJournal.resumePoint(dataDir, [`${dataDir}/other`])).toBeUndefined();
+    const pos = await ChangeJournal.resumePoint(dataDir, [root]);
+    expect(pos).toBe(t1.position);
+
+    boot = 'boot-2'; // the machine restarted; the USN journal kept recording
+    const t2 = new FakeTracker({ resumable: true, resumedFrom: pos });
+    await t2.start([root]);
+    const j2 = new ChangeJournal(dataDir, opts());
+    await j2.attach(t2);
+    expect(j2.generation).toBe(c0.generation);
+    t2.changed(`${root}/while-closed/f`); // replayed from the journal
+    await j2.sync();
+    expect(hintOf(j2, c0).dirs).toEqual([`${root}/before`, `${root}/while-closed`]);
+  });
+
+  it('starts a new generation when resumed from another position, and reports a gap the tracker found', async () => {
+    const t1 = new FakeTracker({ resumable: true });
+    await t1.start([root]);
+    const j1 = new ChangeJournal(dataDir, opts());
+    await j1.attach(t1);
+    const c0 = j1.cursor()!;
+    await j1.sync();
+    await j1.close();
+    const stale = new FakeTracker({ resumable: true, resumedFrom: 'somewhere-else' });
+    await stale.start([root]);
+    const j2 = new ChangeJournal(dataDir, opts());
+    await j2.attach(stale);
+    expect(reasonOf(j2, c0)).toMatch(/restarted since the previous snapshot/);
+    await j2.close();
+
+    const t3 = new FakeTracker({
+      resumable: true,
+      resumedFrom: await ChangeJournal.resumePoint(dataDir, [root]),
+    });
+    await t3.start([root]);
+    const j3 = new ChangeJournal(dataDir, opts());
+    await j3.attach(t3);
+    const c3 = j3.cursor()!;
+    t3.lose('the USN journal of C: was re-created or wrapped since the tracker last ran');
+    await j3.sync();
+    expect(reasonOf(j3, c3)).toMatch(/wrapped/);
+  });
+});

@@ -15,6 +15,9 @@ struct BackendOptions {
   std::vector<std::string> roots;
   // Longest time events wait in the reader before a batch is emitted.
   int batchMillis = 50;
+  // Where to resume reading, as a previous Batch::position reported it (backends whose kernel
+  // journal outlives the process: the USN journal). Empty: start at the journal's current end.
+  std::string resume;
 };
 
 class Backend {

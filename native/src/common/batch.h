@@ -27,6 +27,9 @@ struct Batch {
   uint64_t flushToken = 0;
   // Raw kernel/journal events folded into this batch (for statistics).
   uint64_t events = 0;
+  // Resumable backends: the position every event before which is in this or an earlier batch
+  // (USN: "C:|journalId|nextUsn;D:|..."). Empty for backends that cannot resume.
+  std::string position;
 };
 
 using BatchSink = std::function<void(Batch &&)>;

@@ -3,7 +3,10 @@
 // (FSCTL_READ_USN_JOURNAL), parses them with the platform-neutral parser (common/usn_record), and
 // resolves each record's parent file reference to a path (OpenFileById + GetFinalPathNameByHandleW,
 // cached per batch). A journal that was deleted, re-created or wrapped past our USN marks the
-// backend broken; the journal ID + next USN is the resumable cursor.
+// backend broken. The journal ID + next USN of each volume is reported with every batch
+// (Batch::position) and accepted back (BackendOptions::resume), so tracking survives restarts and
+// reboots: a resumed volume whose journal was re-created, or wrapped past the saved USN, starts at
+// the journal's end and reports the gap as `lost`.
 //
 // Hard links: USN_REASON_HARD_LINK_CHANGE on a file that still exists marks the batch `lost`.
 #ifdef _WIN32
@@ -54,6 +57,26 @@ std::wstring Utf8ToWide(const std::string &s) {
   return w;
 }
 
+// Parses "C:|journalId|usn;D:|journalId|usn" into letter → (journalId, usn).
+std::map<std::string, std::pair<DWORDLONG, LONGLONG>> ParsePositions(const std::string &s) {
+  std::map<std::string, std::pair<DWORDLONG, LONGLONG>> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find(';', start);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(start, end - start);
+    size_t a = item.find('|'), b = item.rfind('|');
+    if (a != std::string::npos && b != a) {
+      try {
+        out[item.substr(0, a)] = {std::stoull(item.substr(a + 1, b - a - 1)), std::stoll(item.substr(b + 1))};
+      } catch (...) {
+      }
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string LastError(const char *what) {
   return std::string(what) + " failed (error " + std::to_string(GetLastError()) + ")";
 }
@@ -73,6 +96,7 @@ class UsnBackend : public Backend {
   bool Start(const BackendOptions &opts, BatchSink sink, std::string &error) override {
     coalescer_.reset(new Coalescer(opts.roots, '\\'));
     batchMillis_ = opts.batchMillis > 0 ? opts.batchMillis : 50;
+    auto resume = ParsePositions(opts.resume);
     for (const auto &root : opts.roots) {
       if (root.size() < 2 || root[1] != ':') {
         error = "not a drive-letter path: " + root;
@@ -102,6 +126,14 @@ class UsnBackend : public Backend {
       }
       v.journalId = data.UsnJournalID;
       v.nextUsn = data.NextUsn;
+      auto saved = resume.find(letter);
+      if (saved != resume.end()) {
+        if (saved->second.first == data.UsnJournalID && saved->second.second >= data.LowestValidUsn &&
+            saved->second.second <= data.NextUsn)
+          v.nextUsn = saved->second.second;  // resume: read what happened while we were not running
+        else
+          coalescer_->Lost("the USN journal of " + letter + " was re-created or wrapped since the tracker last ran");
+      }
       volumes_.push_back(v);
     }
     wake_ = CreateEventW(nullptr, FALSE, FALSE, nullptr);
@@ -162,11 +194,20 @@ class UsnBackend : public Backend {
         if (broken_.empty())
           for (auto &v : volumes_) ReadVolume(v);
         if (tokens.empty()) tokens.push_back(0);
+        // Report the position now and then even without relevant changes, so a restart does not
+        // re-read (or lose to wrapping) a long stretch of other activity on the volume.
+        std::string pos = Position();
+        DWORD now = GetTickCount();
+        bool positionDue = pos != lastPosition_ && now - lastPositionAt_ > 5000;
         for (uint64_t t : tokens) {
-          if (t == 0 && coalescer_->Empty() && (broken_.empty() || reported_)) continue;
+          if (t == 0 && coalescer_->Empty() && (broken_.empty() || reported_) && !positionDue) continue;
+          positionDue = false;
+          lastPosition_ = pos;
+          lastPositionAt_ = now;
           Batch b = coalescer_->Take();
           b.flushToken = t;
           b.broken = broken_;
+          b.position = Position();
           reported_ = reported_ || !broken_.empty();
           sink_(std::move(b));
         }
@@ -180,6 +221,15 @@ class UsnBackend : public Backend {
       } catch (...) {
       }
     }
+  }
+
+  std::string Position() const {
+    std::string out;
+    for (const auto &v : volumes_) {
+      if (!out.empty()) out += ';';
+      out += v.letter + "|" + std::to_string(v.journalId) + "|" + std::to_string(v.nextUsn);
+    }
+    return out;
   }
 
   std::string ResolveDir(Volume &v, const usn::FileRef &ref, std::map<usn::FileRef, std::string> &cache) {
@@ -269,6 +319,8 @@ class UsnBackend : public Backend {
   std::vector<uint64_t> tokens_;
   std::string broken_;
   bool reported_ = false;
+  std::string lastPosition_;
+  DWORD lastPositionAt_ = 0;
   bool running_ = false;
   int batchMillis_ = 50;
 };

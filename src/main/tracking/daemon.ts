@@ -34,7 +34,9 @@ export interface TrackerDaemonResult {
 export async function runTrackerDaemon(opts: TrackerDaemonOptions): Promise<TrackerDaemonResult> {
   const log = opts.log ?? (() => {});
   if (opts.signal.aborted) return { backend: 'none', attempts: [], batches: 0 };
-  const { tracker, attempts } = await startChangeTracker(opts.roots, { backends: opts.backends });
+  // resumable backends (USN) continue from where the previous run stopped
+  const resume = await ChangeJournal.resumePoint(opts.dataDir, opts.roots);
+  const { tracker, attempts } = await startChangeTracker(opts.roots, { backends: opts.backends, resume });
   for (const a of attempts) log(`change tracker ${a.backend} unavailable: ${a.error}`);
   const journal = new ChangeJournal(opts.dataDir, opts.journal);
   await journal.attach(tracker);

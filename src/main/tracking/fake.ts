@@ -15,6 +15,15 @@ export class FakeTracker implements ChangeTracker {
   private pending: TrackerBatch = { dirtyDirs: [], dirtyTrees: [] };
   /** When set, start() rejects with this message (to test backend selection). */
   failStart?: string;
+  /** Pretend to be a resumable tracker (like the USN journal) started from `resumedFrom`. */
+  readonly resumable: boolean;
+  readonly resumedFrom?: string;
+  position?: string;
+
+  constructor(opts: { resumable?: boolean; resumedFrom?: string } = {}) {
+    this.resumable = !!opts.resumable;
+    this.resumedFrom = opts.resumedFrom;
+  }
 
   async start(roots: string[]): Promise<void> {
     if (this.failStart) throw new Error(this.failStart);
@@ -29,7 +38,11 @@ export class FakeTracker implements ChangeTracker {
   async flush(): Promise<void> {
     const b = this.pending;
     this.pending = { dirtyDirs: [], dirtyTrees: [] };
-    if (b.dirtyDirs.length || b.dirtyTrees.length || b.lost || b.broken) this.listeners.emit(b);
+    if (this.resumable) {
+      this.position = `pos-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+      b.position = this.position;
+    }
+    if (b.dirtyDirs.length || b.dirtyTrees.length || b.lost || b.broken || b.position) this.listeners.emit(b);
   }
 
   onEvents(listener: (batch: TrackerBatch) => void): () => void {

@@ -13,6 +13,10 @@
  * One process owns the journal (it runs the tracker and writes the file durably: temp + fsync +
  * rename, front-coded and deflated); others may open it read-only (`ChangeJournal.open`) and trust it
  * only while the owner process is alive. Not here: choosing a backend (select.ts), scanning (engine).
+ *
+ * Resumable trackers (the NTFS USN journal, whose records outlive the process and reboots) report a
+ * position with their batches; started again from the saved position (`resumePoint`) they replay what
+ * happened meanwhile, so the journal keeps its generation and the boot ID does not matter.
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fsp, readFileSync } from 'node:fs';
@@ -51,6 +55,10 @@ interface JournalState {
   /** Entries stamped at or below this were dropped (no consumer needs them). */
   droppedUpTo: number;
   startedAt: string;
+  /** The tracker's journal outlives the process (USN): continuity survives restarts and reboots. */
+  resumable?: boolean;
+  /** Resumable trackers: where to resume from (the last position recorded). */
+  position?: string;
   dirs: Map<string, number>;
   trees: Map<string, number>;
 }
@@ -280,6 +288,24 @@ export class ChangeJournal {
     this.detach();
     this.tracker = tracker;
     const running = tracker.state === 'running';
+    const roots = [...tracker.roots].map((r) => path.resolve(r)).sort();
+    const resumed =
+      running && tracker.resumable && tracker.resumedFrom
+        ? await this.continuationOf(tracker, roots)
+        : undefined;
+    if (resumed) {
+      // the tracker replays everything since the saved position: same generation, same entries
+      this.s = {
+        ...resumed,
+        status: 'running',
+        reason: undefined,
+        writer: { pid: process.pid, startTime: processStartTime(process.pid) },
+      };
+      this.consumers.clear();
+      this.unsubscribe = tracker.onEvents((b) => this.record(b));
+      await this.persistNow();
+      return;
+    }
     this.s = {
       bootId: this.bootId(),
       generation: randomBytes(12).toString('hex'),
@@ -292,12 +318,43 @@ export class ChangeJournal {
       lostAt: 0,
       droppedUpTo: 0,
       startedAt: new Date().toISOString(),
+      resumable: !!tracker.resumable,
+      position: undefined,
       dirs: new Map(),
       trees: new Map(),
     };
     this.consumers.clear();
     if (running) this.unsubscribe = tracker.onEvents((b) => this.record(b));
     await this.persistNow();
+  }
+
+  /** The saved state a resumable tracker started from `resumedFrom` continues, if it matches. */
+  private async continuationOf(tracker: ChangeTracker, roots: string[]): Promise<JournalState | undefined> {
+    let prev: JournalState;
+    try {
+      prev = decodeJournal(await fsp.readFile(this.file));
+    } catch {
+      return undefined;
+    }
+    const sameRoots = prev.roots.length === roots.length && prev.roots.every((r, i) => r === roots[i]);
+    if (!prev.resumable || prev.status === 'broken' || !sameRoots || prev.backend !== tracker.backend)
+      return undefined;
+    return prev.position === tracker.resumedFrom ? prev : undefined;
+  }
+
+  /**
+   * Where a resumable tracker on `roots` should start so that the journal in `dataDir` continues
+   * (undefined: start fresh). Pass it to startChangeTracker({resume}).
+   */
+  static async resumePoint(dataDir: string, roots: string[]): Promise<string | undefined> {
+    try {
+      const prev = decodeJournal(await fsp.readFile(path.join(dataDir, JOURNAL_FILE)));
+      const want = roots.map((r) => path.resolve(r)).sort();
+      const sameRoots = prev.roots.length === want.length && prev.roots.every((r, i) => r === want[i]);
+      return prev.resumable && prev.status !== 'broken' && sameRoots ? prev.position : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   private detach(): void {
@@ -308,8 +365,12 @@ export class ChangeJournal {
 
   /** Folds one tracker batch in (exposed for tests and for trackers fed by other means). */
   record(b: TrackerBatch): void {
-    if (!b.dirtyDirs.length && !b.dirtyTrees.length && !b.lost && !b.broken) return;
     if (this.s.status !== 'running') return;
+    if (b.position) this.s.position = b.position;
+    if (!b.dirtyDirs.length && !b.dirtyTrees.length && !b.lost && !b.broken) {
+      if (b.position) this.schedulePersist();
+      return;
+    }
     const seq = ++this.s.sequence;
     for (const d of b.dirtyDirs) this.s.dirs.set(d, seq);
     for (const t of b.dirtyTrees) this.s.trees.set(t, seq);
@@ -352,7 +413,8 @@ export class ChangeJournal {
     if (s.status === 'empty' || s.status === 'unavailable') return s.reason ?? 'no change tracker is running';
     if (s.status === 'stopped') return `the change tracker was stopped${s.reason ? ` (${s.reason})` : ''}`;
     if (s.status === 'broken') return `the change tracker broke down: ${s.reason ?? 'unknown reason'}`;
-    if (s.bootId !== this.bootId()) return 'the machine restarted since the change tracker last ran';
+    if (!s.resumable && s.bootId !== this.bootId())
+      return 'the machine restarted since the change tracker last ran';
     if (!this.owner && !processAlive(s.writer.pid, s.writer.startTime))
       return `the change tracker (process ${s.writer.pid}) is no longer running`;
     if (this.owner && this.tracker && this.tracker.state !== 'running')
@@ -372,7 +434,7 @@ export class ChangeJournal {
     const bad = this.unusable();
     if (bad) return { ok: false, reason: bad };
     const s = this.s;
-    if (previous.bootId !== s.bootId)
+    if (!s.resumable && previous.bootId !== s.bootId)
       return { ok: false, reason: 'the machine restarted since the previous snapshot' };
     if (previous.generation !== s.generation)
       return {

@@ -15,6 +15,13 @@ interface NativeBatch extends TrackerBatch {
   events: number;
 }
 
+export interface NativeTrackerOptions {
+  /** Longest time events wait in the native reader before a batch is emitted (ms). */
+  batchMillis?: number;
+  /** Resumable backends: a position a previous run reported (TrackerBatch.position). */
+  resume?: string;
+}
+
 interface NativeTrackerHandle {
   start(): void;
   stop(): void;
@@ -42,6 +49,7 @@ export interface TrackerAddon {
     roots: string[],
     onBatch: (b: NativeBatch) => void,
     batchMillis?: number,
+    resume?: string,
   ) => NativeTrackerHandle;
   parseUsnRecords(
     buf: Buffer,
@@ -102,11 +110,19 @@ export class NativeTracker implements ChangeTracker {
   /** canonical root → root as given (sources may contain symlinked path components). */
   private aliases: [string, string][] = [];
 
+  /** Resumable backends: the last position reported. */
+  position?: string;
+  readonly resumable: boolean;
+  readonly resumedFrom?: string;
+
   constructor(
     readonly backend: Exclude<TrackerBackendName, 'fake' | 'none'>,
     private readonly addon: TrackerAddon,
-    private readonly batchMillis = 50,
-  ) {}
+    private readonly opts: NativeTrackerOptions = {},
+  ) {
+    this.resumable = backend === 'usn';
+    this.resumedFrom = this.resumable ? opts.resume : undefined;
+  }
 
   async start(roots: string[]): Promise<void> {
     if (this.handle) throw new Error('tracker already started');
@@ -122,7 +138,8 @@ export class NativeTracker implements ChangeTracker {
       this.backend,
       this.aliases.map(([canon]) => canon),
       (b) => this.onBatch(b),
-      this.batchMillis,
+      this.opts.batchMillis ?? 50,
+      this.resumedFrom ?? '',
     );
     handle.start(); // throws with the reason (EPERM, watch limit, ...)
     this.handle = handle;
@@ -144,12 +161,14 @@ export class NativeTracker implements ChangeTracker {
         dirtyTrees: b.dirtyTrees.map((p) => this.translate(p)),
         ...(b.lost ? { lost: b.lost } : {}),
         ...(b.broken ? { broken: b.broken } : {}),
+        ...(b.position ? { position: b.position } : {}),
       };
+      if (b.position) this.position = b.position;
       if (b.broken && this.state === 'running') {
         this.state = 'broken';
         this.broken = b.broken;
       }
-      if (batch.dirtyDirs.length || batch.dirtyTrees.length || batch.lost || batch.broken)
+      if (batch.dirtyDirs.length || batch.dirtyTrees.length || batch.lost || batch.broken || batch.position)
         this.listeners.emit(batch);
     } finally {
       if (b.flushToken) {

@@ -16,6 +16,8 @@ export interface StartTrackerOptions {
   backends?: TrackerBackendName[];
   /** Longest time events wait in the native reader before a batch is emitted. */
   batchMillis?: number;
+  /** For resumable backends (USN): where the previous run stopped (ChangeJournal.resumePoint). */
+  resume?: string;
 }
 
 export function defaultBackendOrder(platform: NodeJS.Platform = process.platform): TrackerBackendName[] {
@@ -42,7 +44,7 @@ export async function startChangeTracker(
       attempts.push({ backend, error: `not compiled for ${process.platform}` });
       continue;
     }
-    const tracker = new NativeTracker(backend, addon, opts.batchMillis);
+    const tracker = new NativeTracker(backend, addon, { batchMillis: opts.batchMillis, resume: opts.resume });
     try {
       await tracker.start(roots);
       return { tracker, attempts };

@@ -14,6 +14,8 @@ export interface TrackerBatch {
   lost?: string;
   /** The tracker stopped tracking (watch limit, root removed, read error): nothing after this is seen. */
   broken?: string;
+  /** Resumable trackers (USN journal): the position every change before which is in this or an earlier batch. */
+  position?: string;
 }
 
 export type TrackerBackendName = 'fanotify' | 'inotify' | 'usn' | 'fake' | 'none';
@@ -27,6 +29,14 @@ export interface ChangeTracker {
   readonly broken?: string;
   /** The roots being tracked, as given to start(). */
   readonly roots: readonly string[];
+  /**
+   * True for trackers whose kernel journal outlives the process (the NTFS USN journal): started from
+   * a saved position they report what happened while the app was not running, so the journal keeps
+   * its generation across restarts and reboots.
+   */
+  readonly resumable?: boolean;
+  /** The position this tracker was started from (resumable trackers), if any. */
+  readonly resumedFrom?: string;
   /** Starts tracking; rejects when this backend cannot run here (privilege, platform, watch limit). */
   start(roots: string[]): Promise<void>;
   stop(): Promise<void>;
