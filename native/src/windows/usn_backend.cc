@@ -77,6 +77,12 @@ std::map<std::string, std::pair<DWORDLONG, LONGLONG>> ParsePositions(const std::
   return out;
 }
 
+// "c:\\x" and "C:\\x" are the same path: compare with an upper-case drive letter.
+std::string NormalizeDrive(std::string p) {
+  if (p.size() >= 2 && p[1] == ':' && p[0] >= 'a' && p[0] <= 'z') p[0] = static_cast<char>(p[0] - 'a' + 'A');
+  return p;
+}
+
 std::string LastError(const char *what) {
   return std::string(what) + " failed (error " + std::to_string(GetLastError()) + ")";
 }
@@ -94,10 +100,12 @@ class UsnBackend : public Backend {
   const char *Name() const override { return "usn"; }
 
   bool Start(const BackendOptions &opts, BatchSink sink, std::string &error) override {
-    coalescer_.reset(new Coalescer(opts.roots, '\\'));
+    std::vector<std::string> roots = opts.roots;
+    for (auto &r : roots) r = NormalizeDrive(r);
+    coalescer_.reset(new Coalescer(roots, '\\'));
     batchMillis_ = opts.batchMillis > 0 ? opts.batchMillis : 50;
     auto resume = ParsePositions(opts.resume);
-    for (const auto &root : opts.roots) {
+    for (const auto &root : roots) {
       if (root.size() < 2 || root[1] != ':') {
         error = "not a drive-letter path: " + root;
         return false;
@@ -255,7 +263,7 @@ class UsnBackend : public Backend {
       if (n > 0 && n < 32768) {
         std::wstring w(buf, n);
         if (w.compare(0, 4, L"\\\\?\\") == 0) w = w.substr(4);
-        path = WideToUtf8(w);
+        path = NormalizeDrive(WideToUtf8(w));
       }
       CloseHandle(h);
     }

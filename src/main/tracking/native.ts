@@ -127,11 +127,13 @@ export class NativeTracker implements ChangeTracker {
   async start(roots: string[]): Promise<void> {
     if (this.handle) throw new Error('tracker already started');
     this.roots = roots.map((r) => path.resolve(r));
+    // Windows: the native side reports paths with an upper-case drive letter
+    const canonical = (p: string) => (/^[a-z]:/.test(p) ? p[0].toUpperCase() + p.slice(1) : p);
     this.aliases = this.roots.map((r) => {
       try {
-        return [realpathSync.native(r), r];
+        return [canonical(realpathSync.native(r)), r];
       } catch {
-        return [r, r];
+        return [canonical(r), r];
       }
     });
     const handle = new this.addon.Tracker(
