@@ -23,7 +23,14 @@ interface SavedDir {
 import type { BackupOptions, BackupProgress, BackupResult } from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
 import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
-import type { BackupFileResult, SealedBlobMsg, SmallFileResult, SmallFilesResult, TaskEvent } from '../workers/protocol.js';
+import type {
+  BackupFileResult,
+  BackupFileTask,
+  SealedBlobMsg,
+  SmallFileResult,
+  SmallFilesResult,
+  TaskEvent,
+} from '../workers/protocol.js';
 import { Excluder, HintPlan, metadataNode, unchangedFile } from '../scan/index.js';
 import { nameBytes } from '../repo/tree.js';
 
@@ -128,7 +135,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
     const scanMode = hint
-      ? { mode: 'journal' }
+      ? { mode: opts.changeHint?.changedRanges?.size ? 'blocks' : 'journal' }
       : {
           mode: 'full-scan',
           reason: opts.forceFull
@@ -214,7 +221,13 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         await taskSlots.take();
         try {
           progress.currentFile = show(batch[batch.length - 1].abs);
-          const r = await pool!.run<SmallFilesResult>({ op: 'backupSmallFiles', files: batch.map((b) => ({ path: b.abs, size: b.size, mtimeMs: b.mtimeMs })) }, onEvent);
+          const r = await pool!.run<SmallFilesResult>(
+            {
+              op: 'backupSmallFiles',
+              files: batch.map((b) => ({ path: b.abs, size: b.size, mtimeMs: b.mtimeMs })),
+            },
+            onEvent,
+          );
           batch.forEach((b, i) => b.resolve(r.files[i]));
         } catch (err) {
           batch.forEach((b) => b.reject(err));
@@ -233,18 +246,56 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           setImmediate(flushSmall);
         }
       });
-    const readLarge = async (abs: Buffer, size: number, mtimeMs: number): Promise<BackupFileResult> => {
+    const changedRanges = hint ? opts.changeHint?.changedRanges : undefined;
+    /** Level 1 (block tracking): the previous chunk list and the changed ranges, when they can be trusted. */
+    const incrementalOf = (
+      abs: Buffer,
+      node: TreeNode,
+      prev: TreeNode | undefined,
+    ): BackupFileTask['incremental'] => {
+      const ranges = changedRanges?.get(show(abs));
+      if (
+        !ranges ||
+        !prev?.content ||
+        prev.type !== 'file' ||
+        prev.inode !== node.inode ||
+        prev.dev !== node.dev
+      )
+        return undefined;
+      const prevSizes: number[] = [];
+      for (const id of prev.content) {
+        const loc = repo.index.get(id);
+        if (!loc) return undefined;
+        prevSizes.push(loc.rawLength);
+      }
+      if (prevSizes.reduce((a, b) => a + b, 0) !== prev.size) return undefined;
+      return { prevIds: prev.content, prevSizes, changed: ranges };
+    };
+    const readLarge = async (
+      abs: Buffer,
+      size: number,
+      mtimeMs: number,
+      incremental?: BackupFileTask['incremental'],
+    ): Promise<BackupFileResult> => {
       await taskSlots.take();
       try {
         throwIfAborted(signal);
         progress.currentFile = show(abs);
-        return await pool!.run<BackupFileResult>({ op: 'backupFile', path: abs, size, mtimeMs }, onEvent);
+        return await pool!.run<BackupFileResult>(
+          { op: 'backupFile', path: abs, size, mtimeMs, incremental },
+          onEvent,
+        );
       } finally {
         taskSlots.give();
       }
     };
 
-    const readFile = async (abs: Buffer, node: TreeNode, mtimeMs: number): Promise<TreeNode | undefined> => {
+    const readFile = async (
+      abs: Buffer,
+      node: TreeNode,
+      mtimeMs: number,
+      prev?: TreeNode,
+    ): Promise<TreeNode | undefined> => {
       const small = (node.size ?? 0) < smallLimit;
       if (small) await smallSlots.take();
       try {
@@ -254,11 +305,15 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           const res = await readSmall(abs, node.size ?? 0, mtimeMs);
           if (res.error) throw Object.assign(new Error(res.error.message), { code: res.error.code });
           r = res;
-        } else r = await readLarge(abs, node.size ?? 0, mtimeMs);
+        } else r = await readLarge(abs, node.size ?? 0, mtimeMs, incrementalOf(abs, node, prev));
         await storeBlobs(r.blobs, true);
         progress.filesRead++;
         if (r.changedWhileReading) {
-          skip(show(abs), undefined, 'changed while it was being read; the saved copy may mix old and new content');
+          skip(
+            show(abs),
+            undefined,
+            'changed while it was being read; the saved copy may mix old and new content',
+          );
           node.size = r.size;
         }
         node.content = r.content;
@@ -313,7 +368,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             progress.bytesDone += node.size ?? 0;
             return node;
           }
-          const saved = await readFile(abs, node, Number(st.mtimeNs / 1000n) / 1000);
+          const saved = await readFile(abs, node, Number(st.mtimeNs / 1000n) / 1000, prev);
           if (saved) {
             stats.files++;
             stats.totalBytes += saved.size ?? 0;

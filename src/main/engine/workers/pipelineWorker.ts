@@ -81,8 +81,103 @@ function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
   return { id: new Uint8Array(id), sealed: own, rawLength: data.length, compressed: c.compressed };
 }
 
+/**
+ * Backs up a large file of which only some byte ranges changed: previous chunks that touch no changed
+ * range are reused unread; from the previous chunk boundary before a change the file is read and
+ * re-chunked until a cut falls on a previous boundary again (FastCDC cuts depend only on the bytes
+ * since the chunk start, so from there the old cuts repeat). The result equals chunking the whole file.
+ */
+async function backupFileRanges(
+  taskId: number,
+  task: BackupFileTask,
+  fh: fs.FileHandle,
+): Promise<BackupFileResult> {
+  const inc = task.incremental!;
+  const size = task.size;
+  const starts = new Map<number, number>(); // previous chunk start → index
+  const ends: number[] = [];
+  let off = 0;
+  inc.prevSizes.forEach((len, i) => {
+    starts.set(off, i);
+    off += len;
+    ends.push(off);
+  });
+  const oldSize = off;
+  const ranges = [...inc.changed].sort((a, b) => a.offset - b.offset);
+  const touched = (s: number, e: number) => ranges.some((r) => r.offset < e && r.offset + r.length > s);
+  // may a previous chunk starting at `s` be reused as is?
+  const reusable = (i: number) => {
+    const s = i === 0 ? 0 : ends[i - 1];
+    const e = ends[i];
+    if (e > size || touched(s, e)) return false;
+    if (i === inc.prevSizes.length - 1 && size !== oldSize) return false; // cut by EOF, not by content
+    return true;
+  };
+  const content: string[] = [];
+  let bytesRead = 0;
+  let pos = 0;
+  const buf = Buffer.allocUnsafe(Math.max(1, Math.min(READ_BLOCK, size + 1)));
+  while (pos < size) {
+    const k = starts.get(pos);
+    if (k !== undefined && reusable(k)) {
+      content.push(inc.prevIds[k]);
+      pos = ends[k];
+      continue;
+    }
+    // re-chunk from pos until back in step with the previous boundaries, reading about one average
+    // chunk at a time so little is read beyond the point where the cuts fall back into step
+    const step = init.chunker.avg;
+    let start = 0;
+    let end = 0;
+    let fileOff = pos; // file offset of buf[0]
+    let eof = false;
+    for (;;) {
+      const len = start < end ? cdc.nextCut(buf, start, end, eof) : 0;
+      if (len === 0) {
+        if (eof) break;
+        if (end + step > buf.length) {
+          buf.copy(buf, 0, start, end);
+          fileOff += start;
+          end -= start;
+          start = 0;
+        }
+        const want = Math.min(step, buf.length - end, size - (fileOff + end));
+        const { bytesRead: n } = want > 0 ? await fh.read(buf, end, want, fileOff + end) : { bytesRead: 0 };
+        end += n;
+        bytesRead += n;
+        if (n === 0 || fileOff + end >= size) eof = true;
+        if (n) tell(taskId, { kind: 'read', bytes: n });
+        await throttle(n);
+        continue;
+      }
+      const id = blobId(idKey, buf.subarray(start, start + len));
+      const hex = id.toString('hex');
+      content.push(hex);
+      const [store] = (await ask(taskId, { kind: 'query', ids: [hex] })) as boolean[];
+      if (store)
+        await ask(taskId, { kind: 'blobs', blobs: [sealChunk(id, buf.subarray(start, start + len))] });
+      start += len;
+      pos = fileOff + start;
+      const j = starts.get(pos);
+      if (j !== undefined && reusable(j)) break; // back in step: the previous chunks from here on are valid
+      if (eof && start >= end) break;
+    }
+    if (eof && start >= end) pos = Math.max(pos, fileOff + end);
+  }
+  const after = await fh.stat();
+  const changedWhileReading = after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
+  return { content, bytesRead, size, changedWhileReading, blobs: [] };
+}
+
 async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
   const fh = await fs.open(Buffer.from(task.path), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  if (task.incremental && task.size >= init.chunker.min) {
+    try {
+      return await backupFileRanges(taskId, task, fh);
+    } finally {
+      await fh.close();
+    }
+  }
   try {
     const content: string[] = [];
     let bytesRead = 0;
@@ -162,7 +257,8 @@ function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFi
         readTotal += n;
         const data = buf.subarray(0, n);
         const changed = n !== f.size || after.size !== n || Math.abs(after.mtimeMs - f.mtimeMs) > 0.001;
-        if (n === 0) out.push({ content: [], bytesRead: 0, size: 0, changedWhileReading: changed, blobs: [] });
+        if (n === 0)
+          out.push({ content: [], bytesRead: 0, size: 0, changedWhileReading: changed, blobs: [] });
         else if (n > init.chunker.min) {
           // grew past one chunk while we looked: chunk it properly
           const lens = cdc.chunkAll(data);
@@ -178,7 +274,13 @@ function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFi
           out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs });
         } else {
           const id = blobId(idKey, data);
-          out.push({ content: [id.toString('hex')], bytesRead: n, size: n, changedWhileReading: changed, blobs: [sealChunk(id, data)] });
+          out.push({
+            content: [id.toString('hex')],
+            bytesRead: n,
+            size: n,
+            changedWhileReading: changed,
+            blobs: [sealChunk(id, data)],
+          });
         }
       } catch (err) {
         const e = err as NodeJS.ErrnoException;
@@ -227,7 +329,10 @@ port.on('message', (msg: ToWorker) => {
     }
     if (task.op === 'backupSmallFiles') {
       const r = await backupSmallFiles(taskId, task);
-      return { result: r, transfer: r.files.flatMap((f) => (f.error ? [] : f.blobs.map((b) => b.sealed.buffer as ArrayBuffer))) };
+      return {
+        result: r,
+        transfer: r.files.flatMap((f) => (f.error ? [] : f.blobs.map((b) => b.sealed.buffer as ArrayBuffer))),
+      };
     }
     const r = decode(task);
     return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };

@@ -18,6 +18,9 @@ export interface BackupFileTask {
   /** Size and mtime seen by the scan, to detect a file that changes while it is read. */
   size: number;
   mtimeMs: number;
+  /** Block-level tracking (DESIGN.md §3 level 1): the previous snapshot's chunk list of this file and
+   *  the byte ranges that may have changed since. Only chunks touching a changed range are re-read. */
+  incremental?: { prevIds: string[]; prevSizes: number[]; changed: { offset: number; length: number }[] };
 }
 
 /** Many small files (each below the minimum chunk size) in one task: read with synchronous I/O,
@@ -27,7 +30,8 @@ export interface SmallFilesTask {
   files: { path: Uint8Array; size: number; mtimeMs: number }[];
 }
 
-export type SmallFileResult = (BackupFileResult & { error?: undefined }) | { error: { message: string; code?: string } };
+export type SmallFileResult =
+  (BackupFileResult & { error?: undefined }) | { error: { message: string; code?: string } };
 
 export interface SmallFilesResult {
   files: SmallFileResult[];
