@@ -54,19 +54,22 @@ describe.skipIf(!avail.ok)('backups with block tracking equal full backups', () 
     let session = await BlockChangeSession.begin([src], opts);
     await computeChangedRanges(big, session);
     let parent = (await backup(repo, { paths: [src], job: 'job' })).snapshotId;
-    await session.commit();
+    await session.commit(parent);
 
     for (let round = 0; round < 3; round++) {
       const fd = fs.openSync(big[0], 'r+');
-      for (let i = 0; i < 20; i++) fs.writeSync(fd, randomBytes(3000), 0, 3000, Math.floor(Math.random() * 12 * MiB - 3000));
+      for (let i = 0; i < 20; i++)
+        fs.writeSync(fd, randomBytes(3000), 0, 3000, Math.floor(Math.random() * 12 * MiB - 3000));
       fs.closeSync(fd);
       execFileSync('fallocate', ['-p', '-o', String(MiB * (1 + round)), '-l', String(300_000), big[1]]);
       fs.appendFileSync(big[1], randomBytes(5000));
       directWrite(big[2], dsrc, 100 + round * 37, 8);
 
-      session = await BlockChangeSession.begin([src], opts);
+      session = await BlockChangeSession.begin([src], { ...opts, parentSnapshot: parent });
       const whole: string[] = [];
-      const changedRanges = await computeChangedRanges(big, session, { onWholeFile: (f, r) => whole.push(`${f}: ${r}`) });
+      const changedRanges = await computeChangedRanges(big, session, {
+        onWholeFile: (f, r) => whole.push(`${f}: ${r}`),
+      });
       expect(whole).toEqual([]);
       expect([...changedRanges.values()].every((r) => r.length > 0)).toBe(true);
       const tracked = await backup(repo, {
@@ -75,7 +78,7 @@ describe.skipIf(!avail.ok)('backups with block tracking equal full backups', () 
         parent,
         changeHint: { dirtyDirs: new Set([src, path.join(src, 'db')]), cursor: { round }, changedRanges },
       });
-      await session.commit();
+      await session.commit(tracked.snapshotId);
       const full = await backup(repo, { paths: [src], job: 'job', parent, forceFull: true });
       expect(await srcTree(tracked.snapshotId), `round ${round}`).toBe(await srcTree(full.snapshotId));
       expect(tracked.snapshot.stats.bytesRead).toBeLessThanOrEqual(full.snapshot.stats.bytesRead);

@@ -288,11 +288,12 @@ describe('block change store on a simulated disk', () => {
     expect((await computeChangedRanges(names, s)).size).toBe(0);
     await s.commit();
     let incremental = 0;
+    // ranges are relative to the last committed backup (a failed one leaves the parent snapshot as it was)
+    const snapshot = (f: FakeFile) =>
+      Array.from({ length: Math.ceil(f.size / B) }, (_, l) => world.content(f, l));
+    let before = new Map(names.map((n) => [n, snapshot(world.files.get(n)!)]));
+    let sizes = new Map(names.map((n) => [n, world.files.get(n)!.size]));
     for (let round = 0; round < 60; round++) {
-      const snapshot = (f: FakeFile) =>
-        Array.from({ length: Math.ceil(f.size / B) }, (_, l) => world.content(f, l));
-      const before = new Map(names.map((n) => [n, snapshot(world.files.get(n)!)]));
-      const sizes = new Map(names.map((n) => [n, world.files.get(n)!.size]));
       for (let i = 0; i < 1 + rand(12); i++) randomOp(names[rand(names.length)]);
       s = await BlockChangeSession.begin([dir], opts());
       const whole: string[] = [];
@@ -303,7 +304,11 @@ describe('block change store on a simulated disk', () => {
         (n) => m.get(n)!.reduce((x, r) => x + r.length, 0) < world.files.get(n)!.size,
       ).length;
       // a third of the backups "fail" (no commit): the next one must still cover both intervals
-      if (rand(3) > 0) await s.commit();
+      if (rand(3) > 0) {
+        await s.commit();
+        before = new Map(names.map((n) => [n, snapshot(world.files.get(n)!)]));
+        sizes = new Map(names.map((n) => [n, world.files.get(n)!.size]));
+      }
     }
     expect(incremental).toBeGreaterThan(60); // ranges are really narrower than the files
   });
@@ -397,6 +402,18 @@ describe('continuity: anything unproven means reading the whole file', () => {
     world.mountId++;
     expect(await decision()).toMatch(/remounted/);
   });
+  it('the parent snapshot is not the one that recorded the baseline', async () => {
+    newFile(names[0], 8);
+    let s = await BlockChangeSession.begin([dir], opts());
+    await s.rangesFor(names[0]);
+    await s.commit('snap-1');
+    s = await BlockChangeSession.begin([dir], { ...opts(), parentSnapshot: 'snap-0' });
+    expect(await s.rangesFor(names[0])).toEqual({
+      whole: expect.stringMatching(/recorded by snapshot snap-1, not by the parent snap-0/),
+    });
+    s = await BlockChangeSession.begin([dir], { ...opts(), parentSnapshot: 'snap-1' });
+    expect(await s.rangesFor(names[0])).toEqual({ ranges: [] });
+  });
   it('the file was replaced by another inode', async () => {
     await baseline();
     world.files.get(names[0])!.ino = 999;
@@ -418,15 +435,32 @@ describe('continuity: anything unproven means reading the whole file', () => {
     world.mapper.fiemap = async (p) => ({ ...(await real(p)), stable: false });
     expect(await decision()).toMatch(/changed while/);
   });
-  it(`a baseline older than ${MAX_EPOCHS} backups of other files`, async () => {
+  it('a file left out of many backups keeps an exact baseline (epochs merge, the store stays small)', async () => {
     await baseline();
     newFile(names[1], 2);
-    for (let i = 0; i < MAX_EPOCHS + 1; i++) {
+    for (let i = 0; i < MAX_EPOCHS + 5; i++) {
+      world.writeDisk(world.files.get(names[1])!.blocks[0]!.p);
       const s = await BlockChangeSession.begin([dir], opts());
       await computeChangedRanges([names[1]], s);
       await s.commit();
     }
-    expect(await decision()).toMatch(/no baseline/);
+    world.writeDisk(world.files.get(names[0])!.blocks[3]!.p);
+    const s = await BlockChangeSession.begin([dir], opts());
+    expect(await s.rangesFor(names[0])).toEqual({ ranges: [{ offset: 3 * B, length: B }] });
+    const body = (await readStoreFile(storeFile()))!;
+    expect(body.epochs.length).toBeLessThanOrEqual(3);
+  });
+  it(`baselines from more than ${MAX_EPOCHS} distinct backups: the oldest are dropped`, async () => {
+    const many = Array.from({ length: MAX_EPOCHS + 3 }, (_, i) => path.join(dir, `m${i}.img`));
+    for (const f of many) newFile(f, 1);
+    for (const f of many) {
+      const s = await BlockChangeSession.begin([dir], opts());
+      await computeChangedRanges([f], s);
+      await s.commit();
+    }
+    const s = await BlockChangeSession.begin([dir], opts());
+    expect(await s.rangesFor(many[0])).toEqual({ whole: expect.stringMatching(/no baseline/) });
+    expect(await s.rangesFor(many[many.length - 1])).toEqual({ ranges: [] });
   });
 });
 

@@ -58,6 +58,8 @@ export interface FileBaseline {
   size: number;
   blockSize: number;
   extents: ExtentTuple[];
+  /** the snapshot whose backup recorded this baseline (commit(snapshotId)) */
+  snapshot?: string;
 }
 
 export interface StoreBody {
@@ -70,8 +72,9 @@ export interface StoreBody {
   tracker: { sessionId: string; seq: number };
   blockShift: number;
   blocks: number;
-  /** closed epochs, ascending; rle = base64 of BlockBitmap.encode() */
-  epochs: { id: number; closedAt: string; rle: string }[];
+  /** closed epochs [id, last], ascending and contiguous; rle = base64 of BlockBitmap.encode() of their OR.
+   *  Runs of epochs at which no baseline starts are merged, so the store stays small. */
+  epochs: { id: number; last: number; closedAt: string; rle: string }[];
   /** id of the epoch still accumulating in the kernel */
   openEpoch: number;
   files: Record<string, FileBaseline>;
@@ -224,6 +227,12 @@ export interface BeginOptions {
   tracker: ChangedBlockSource;
   mapper: FileMapper;
   log?: (line: string) => void;
+  /**
+   * The snapshot the engine will reuse chunk lists from. Ranges are relative to each file's baseline, so a
+   * baseline recorded by another snapshot's backup (a parent chosen by hand, a forgotten snapshot, another
+   * job) is not trusted: the file is read whole. Omit only when the caller guarantees the match itself.
+   */
+  parentSnapshot?: string;
   /** resolves a path's filesystem (default: resolveFilesystem, from /proc and /sys) */
   resolveFs?: (p: string) => Promise<FilesystemInfo>;
 }
@@ -318,7 +327,12 @@ export class BlockChangeSession {
         if (name === mine)
           log?.(`block tracking: disk ${key}: ${reason}; large files are read whole this time`);
       } else if (body) {
-        body.epochs.push({ id: body.openEpoch, closedAt: new Date().toISOString(), rle });
+        body.epochs.push({
+          id: body.openEpoch,
+          last: body.openEpoch,
+          closedAt: new Date().toISOString(),
+          rle,
+        });
         body.openEpoch += 1;
         body.tracker.seq = delta.seq;
         pruneEpochs(body);
@@ -367,7 +381,12 @@ export class BlockChangeSession {
     const body = state.body;
     const wanted = body.epochs.filter((e) => e.id >= epoch);
     let v: BlockBitmap | string;
-    const contiguous = wanted.length === state.epoch - epoch && wanted.every((e, i) => e.id === epoch + i);
+    let expect = epoch;
+    for (const e of wanted) {
+      if (e.id !== expect) break;
+      expect = e.last + 1;
+    }
+    const contiguous = expect === state.epoch;
     if (epoch > state.epoch) v = `baseline epoch ${epoch} is newer than the store`;
     else if (!contiguous) v = `changes since epoch ${epoch} are no longer kept`;
     else {
@@ -416,6 +435,11 @@ export class BlockChangeSession {
     this.captures.set(abs, { diskKey, baseline: current });
     const base = state.body.files[abs];
     if (!base) return { whole: 'no baseline yet (first backup with block tracking for this file)' };
+    const parent = this.opts.parentSnapshot;
+    if (parent !== undefined && base.snapshot !== parent)
+      return {
+        whole: `its baseline was recorded by snapshot ${base.snapshot ?? '(none)'}, not by the parent ${parent}`,
+      };
     if (!sameFs(base.fs, current.fs)) return { whole: 'filesystem was remounted or its device changed' };
     if (base.ino !== current.ino || base.generation !== current.generation)
       return { whole: 'file was replaced (new inode)' };
@@ -431,10 +455,10 @@ export class BlockChangeSession {
   }
 
   /**
-   * Call after the backup's snapshot is durably saved: the maps captured by rangesFor become the files'
-   * baselines. Not calling it (a failed backup) keeps the previous baselines, which stay correct.
+   * Call after the backup's snapshot is durably saved, with its ID: the maps captured by rangesFor become
+   * the files' baselines. Not calling it (a failed backup) keeps the previous baselines, which stay correct.
    */
-  async commit(): Promise<void> {
+  async commit(snapshotId?: string): Promise<void> {
     if (this.committed) throw new Error('block tracking session already committed');
     this.committed = true;
     for (const [key, state] of this.disks) {
@@ -450,7 +474,9 @@ export class BlockChangeSession {
           return;
         }
         for (const [file, c] of this.captures) {
-          if (c.diskKey === key) body.files[file] = c.baseline;
+          if (c.diskKey === key)
+            body.files[file] =
+              snapshotId === undefined ? c.baseline : { ...c.baseline, snapshot: snapshotId };
         }
         for (const file of Object.keys(body.files)) {
           try {
@@ -460,6 +486,7 @@ export class BlockChangeSession {
           }
         }
         pruneEpochs(body);
+        mergeEpochs(body);
         await writeStoreFile(state.file, body);
       });
     }
@@ -474,6 +501,26 @@ function pruneEpochs(body: StoreBody): void {
   }
   const oldest = Math.min(body.openEpoch, ...Object.values(body.files).map((b) => b.epoch));
   body.epochs = body.epochs.filter((e) => e.id >= oldest);
+}
+
+/** Merges each epoch at which no baseline starts into the one before it (their OR is all anyone needs). */
+function mergeEpochs(body: StoreBody): void {
+  const starts = new Set(Object.values(body.files).map((b) => b.epoch));
+  const out: StoreBody['epochs'] = [];
+  for (const e of body.epochs) {
+    const prev = out[out.length - 1];
+    if (prev && !starts.has(e.id) && prev.last + 1 === e.id) {
+      const u = BlockBitmap.decode(body.blocks, Buffer.from(prev.rle, 'base64'));
+      u.or(BlockBitmap.decode(body.blocks, Buffer.from(e.rle, 'base64')));
+      out[out.length - 1] = {
+        id: prev.id,
+        last: e.last,
+        closedAt: e.closedAt,
+        rle: Buffer.from(u.encode()).toString('base64'),
+      };
+    } else out.push(e);
+  }
+  body.epochs = out;
 }
 
 /**
