@@ -2,6 +2,7 @@
  * Incremental backup benchmark (issue 4): a tree of >= 200,000 files, backed up once, then
  *   1. a no-change incremental driven by the change journal vs one driven by a full scan;
  *   2. after changing 1% of the files (every file in 1% of the folders), the same two;
+ *   3. after changing another 1% of the files, scattered at random over the whole tree;
  * printing wall time, lstat/readdir calls (counted by the engine), bytes read, and the full scan's
  * entries per second. The tracker is the best one available (fanotify as root, else inotify).
  *
@@ -103,18 +104,20 @@ async function main(): Promise<void> {
     await journal.commit(c0 as never);
     console.log(`initial backup: ${fmtMs(baseMs)}, ${fmtN(base.snapshot.stats.files)} files, ${fmtN(base.snapshot.stats.bytesRead)} bytes read`);
 
+    let parentId = base.snapshotId;
+    let since: JournalCursor = c0;
     const viaJournal = async (label: string): Promise<Row> => {
       const t0 = performance.now();
       await journal.sync();
-      const plan = journal.changesSince(c0 as never, [root]);
+      const plan = journal.changesSince(since as never, [root]);
       if (!plan.ok) throw new Error(`journal cannot vouch: ${plan.reason}`);
       const planMs = performance.now() - t0;
-      const r = await backup(repo, { ...opts, parent: base.snapshotId, changeHint: plan.hint as ChangeHint });
+      const r = await backup(repo, { ...opts, parent: parentId, changeHint: plan.hint as ChangeHint });
       return { label, ms: performance.now() - t0, planMs, r };
     };
     const viaScan = async (label: string): Promise<Row> => {
       const t0 = performance.now();
-      const r = await backup(repo, { ...opts, parent: base.snapshotId, fullScanReason: 'benchmark' });
+      const r = await backup(repo, { ...opts, parent: parentId, fullScanReason: 'benchmark' });
       return { label, ms: performance.now() - t0, r };
     };
 
@@ -137,15 +140,31 @@ async function main(): Promise<void> {
     const f1 = await viaScan('1% changed, full scan');
     rows.push(j1, f1);
 
-    console.log(`\nchanged ${fmtN(changed)} files (${((100 * changed) / FILES).toFixed(2)}%) in ${changedDirs.length} folders holding ${fmtN(entriesInChanged)} entries\n`);
+    // another 1%, scattered: from the clustered run's snapshot and cursor
+    await journal.commit(j1.r.snapshot.journalCursor);
+    since = j1.r.snapshot.journalCursor as unknown as JournalCursor;
+    parentId = j1.r.snapshotId;
+    const all = dirs.flatMap((d) => fs.readdirSync(d).map((f) => path.join(d, f)));
+    const scattered = new Set<string>();
+    for (let i = 0; scattered.size < changed; i++) scattered.add(all[(i * 7919 + 13) % all.length]);
+    for (const f of scattered) fs.appendFileSync(f, 'scattered\n');
+    const scatteredDirs = new Set([...scattered].map((f) => path.dirname(f)));
+    const entriesInScattered = [...scatteredDirs].reduce((n, d) => n + fs.readdirSync(d).length, 0);
+    const j2 = await viaJournal('1% scattered, journal');
+    const f2 = await viaScan('1% scattered, full scan');
+    rows.push(j2, f2);
+
+    console.log(`\nclustered: changed ${fmtN(changed)} files (${((100 * changed) / FILES).toFixed(2)}%) in ${changedDirs.length} folders holding ${fmtN(entriesInChanged)} entries`);
+    console.log(`scattered: changed ${fmtN(scattered.size)} files in ${fmtN(scatteredDirs.size)} folders holding ${fmtN(entriesInScattered)} entries\n`);
     table(rows);
     const [nj, nf] = [rows[0], rows[1]];
     const entries = nf.r.snapshot.stats.files + nf.r.snapshot.stats.dirs;
     console.log(`
 no-change journal / full scan: ${fmtMs(nj.ms)} / ${fmtMs(nf.ms)} = ${((100 * nj.ms) / nf.ms).toFixed(1)}%  (targets: < 5% and < 0.5 s)
 1% journal lstat calls: ${fmtN(j1.r.counters.stat)} for ${fmtN(entriesInChanged)} entries in changed folders = ${(j1.r.counters.stat / entriesInChanged).toFixed(2)}x  (target: <= 2x)
+1% scattered journal lstat calls: ${fmtN(j2.r.counters.stat)} for ${fmtN(entriesInScattered)} entries in changed folders = ${(j2.r.counters.stat / entriesInScattered).toFixed(2)}x
 full scan speed (no change, warm cache): ${fmtN(Math.round(entries / (nf.ms / 1000)))} entries/s  (target: >= 100,000/s)
-same trees: no change ${nj.r.snapshot.tree === nf.r.snapshot.tree ? 'yes' : 'NO'}, 1% changed ${j1.r.snapshot.tree === f1.r.snapshot.tree ? 'yes' : 'NO'}`);
+same trees: no change ${nj.r.snapshot.tree === nf.r.snapshot.tree ? 'yes' : 'NO'}, 1% changed ${j1.r.snapshot.tree === f1.r.snapshot.tree ? 'yes' : 'NO'}, scattered ${j2.r.snapshot.tree === f2.r.snapshot.tree ? 'yes' : 'NO'}`);
   } finally {
     await tracker.stop();
     await journal.close();
