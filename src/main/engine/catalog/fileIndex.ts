@@ -189,6 +189,9 @@ export class FileIndex {
   private nextDir = 0;
   private nextDv = 0;
   private pendingNames: [number, string][] = [];
+  /** Reused bind arrays for the multi-row inserts. */
+  private readonly nameArgs: (number | string)[] = new Array(ROWS_PER_INSERT * 2);
+  private readonly entryArgs: (number | null)[] = new Array(ROWS_PER_INSERT * 7);
   private pendingDirs: [number, number, number][] = [];
   private pendingDvs: [number, number, Buffer][] = [];
   /** Entry rows, 7 values each, flat (fewer allocations than an array per row). */
@@ -264,7 +267,12 @@ export class FileIndex {
       if (names.length) {
         let i = 0;
         for (; i + ROWS_PER_INSERT <= names.length; i += ROWS_PER_INSERT) {
-          st.nameInsMany.run(names.slice(i, i + ROWS_PER_INSERT).flat());
+          const args = this.nameArgs;
+          for (let k = 0; k < ROWS_PER_INSERT; k++) {
+            args[2 * k] = names[i + k][0];
+            args[2 * k + 1] = names[i + k][1];
+          }
+          st.nameInsMany.run(args);
         }
         for (; i < names.length; i++) st.nameIns.run(names[i][0], names[i][1]);
         st.ftsBulk.run(names[0][0]);
@@ -274,7 +282,11 @@ export class FileIndex {
       const e = this.pendingEntries;
       const many = ROWS_PER_INSERT * 7;
       let i = 0;
-      for (; i + many <= e.length; i += many) st.entInsMany.run(e.slice(i, i + many));
+      const args = this.entryArgs;
+      for (; i + many <= e.length; i += many) {
+        for (let k = 0; k < many; k++) args[k] = e[i + k];
+        st.entInsMany.run(args);
+      }
       for (; i < e.length; i += 7)
         st.entIns.run(e[i], e[i + 1], e[i + 2], e[i + 3], e[i + 4], e[i + 5], e[i + 6]);
       for (const r of this.pendingSd) st.sdIns.run(r[0], r[1], r[2]);
