@@ -3,6 +3,7 @@
 // its disk (the block layer reports whole-disk sectors); writes through the raw device are seen too.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { cbtAvailability, hasAddpart, makeLoopExt4, type LoopFs } from './helpers.js';
@@ -105,6 +106,43 @@ describe.skipIf(!avail.ok)('block tracking continuity (real kernel)', () => {
     } finally {
       tracker.stop();
     }
+  });
+});
+
+const repoRoot = path.resolve(import.meta.dirname, '../..');
+const asNobody = (args: string[]) =>
+  spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', ...args], {
+    encoding: 'utf8',
+    cwd: repoRoot,
+  });
+// needs setpriv, and a checkout the unprivileged user can read (not the case under /root, for one)
+const hasSetpriv =
+  spawnSync('sh', ['-c', 'command -v setpriv'], { stdio: 'ignore' }).status === 0 &&
+  asNobody(['test', '-r', path.join(repoRoot, 'node_modules/tsx/package.json')]).status === 0;
+describe.skipIf(!avail.ok || !hasSetpriv)('an unprivileged process', () => {
+  it('gets a clear "unavailable" reason instead of a crash', () => {
+    const r = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        '--inh-caps=-all',
+        'env',
+        'HOME=/tmp',
+        process.execPath,
+        'bin/run-ts.mjs',
+        'tests/cbt/fixtures/unprivileged.ts',
+        '/',
+      ],
+      { encoding: 'utf8', cwd: path.resolve(import.meta.dirname, '../..') },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out).toEqual({
+      ok: false,
+      reason: expect.stringMatching(/^unavailable: .*not permitted.*needs root, or CAP_BPF and CAP_PERFMON/),
+    });
   });
 });
 

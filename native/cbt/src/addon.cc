@@ -70,6 +70,15 @@ std::string Detail() {
   return log.empty() ? "" : " (libbpf: " + log + ")";
 }
 
+// For a permission error the fix is privileges, and libbpf's own advice (RLIMIT_MEMLOCK) would mislead.
+std::string PermissionHintOrDetail(int e) {
+  if (e == EPERM || e == EACCES) {
+    TakeLog();
+    return " (needs root, or CAP_BPF and CAP_PERFMON)";
+  }
+  return Detail();
+}
+
 Napi::Error MakeError(Napi::Env env, const std::string& code, const std::string& msg) {
   Napi::Error e = Napi::Error::New(env, msg);
   e.Set("code", Napi::String::New(env, code));
@@ -195,7 +204,7 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
     if (err) {
       cbt_bpf::destroy(skel);
       int e = -err;
-      throw MakeError(env, ErrnoCode(e), "loading the eBPF program failed: " + std::string(strerror(e)) + Detail());
+      throw MakeError(env, ErrnoCode(e), "loading the eBPF program failed: " + std::string(strerror(e)) + PermissionHintOrDetail(e));
     }
     for (auto& d : devs) {
       uint32_t key = KernelDevt(d.major, d.minor);
@@ -541,9 +550,7 @@ Napi::Value Probe(const Napi::CallbackInfo& info) {
   if (err) {
     int e = -err;
     cbt_bpf::destroy(skel);
-    std::string why = std::string("cannot load eBPF program: ") + strerror(e);
-    if (e == EPERM || e == EACCES) why += " (needs root or CAP_BPF + CAP_PERFMON)";
-    return no(why + Detail());
+    return no(std::string("cannot load eBPF program: ") + strerror(e) + PermissionHintOrDetail(e));
   }
   err = cbt_bpf::attach(skel);
   cbt_bpf::destroy(skel);

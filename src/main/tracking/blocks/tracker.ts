@@ -76,10 +76,7 @@ export class BlockTracker implements ChangedBlockSource {
       const { sessionId } = handle.start([...disks.values()]);
       return { ok: true, tracker: new BlockTracker(native, handle, sessionId, [...disks.values()], fss) };
     } catch (e) {
-      const err = e as Error & { code?: string };
-      const hint =
-        err.code === 'EPERM' || err.code === 'EACCES' ? ' (needs root, or CAP_BPF and CAP_PERFMON)' : '';
-      return { ok: false, reason: `unavailable: ${err.message}${hint}` };
+      return { ok: false, reason: `unavailable: ${(e as Error).message}` };
     }
   }
 
