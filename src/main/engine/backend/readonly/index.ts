@@ -3,7 +3,7 @@
  * ReadOnlyError, and init() prepares nothing, before reaching the store. Used for restores, browsing and verification, so a bug or a
  * mistaken click in those paths can never change a repository.
  */
-import type { Backend, ObjectInfo, ObjectType } from '../types.js';
+import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
 import { TidemarkError } from '../../errors.js';
 
 export class ReadOnlyError extends TidemarkError {
@@ -19,7 +19,7 @@ export class ReadOnlyBackend implements Backend {
     this.location = inner.location;
   }
 
-  async save(type: ObjectType, name: string): Promise<void> {
+  async save(type: ObjectType, name: string, _data?: Uint8Array, _options?: SaveOptions): Promise<void> {
     throw new ReadOnlyError(`writing ${type}/${name}`, this.location);
   }
   async remove(type: ObjectType, name: string): Promise<void> {

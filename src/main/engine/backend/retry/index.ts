@@ -185,7 +185,8 @@ export class RetryBackend implements Backend {
         if (err instanceof ObjectExistsError && options?.ifNotExists && attempt > 1) {
           // Our previous attempt may have been written before the connection broke: if the stored
           // object is byte for byte ours, the save succeeded.
-          const stored = await this.inner.load(type, name).catch(() => undefined);
+          // (The check itself is a retried load: the store that just dropped a connection may do it again.)
+          const stored = await this.load(type, name).catch(() => undefined);
           if (
             stored &&
             Buffer.compare(stored, Buffer.from(data.buffer, data.byteOffset, data.byteLength)) === 0

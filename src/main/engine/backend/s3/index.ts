@@ -93,8 +93,8 @@ export interface S3Options extends S3Location, S3Credentials {
   conditionalWrites?: 'auto' | 'on' | 'off';
   /** Create the bucket in init() when it is missing (tests, first-time setup). Default: report it. */
   createBucket?: boolean;
-  /** Per-request inactivity timeout (default 60 s). */
-  requestTimeoutMs?: number;
+  /** Give up on a connection that sends or receives nothing for this long (default 60 s). */
+  idleTimeoutMs?: number;
   /** Shift the clock used for signing (tests of clock-skew handling). */
   systemClockOffsetMs?: number;
   /** Send Content-MD5 with every upload so the store verifies the bytes (default true). */
@@ -221,9 +221,10 @@ export class S3Backend implements Backend {
         httpAgent: new http.Agent(agentOpts),
         httpsAgent: new https.Agent(agentOpts),
         connectionTimeout: 15_000,
-        requestTimeout: opts.requestTimeoutMs ?? 60_000,
-        // Without this the SDK only logs a warning and a stalled request hangs the backup forever.
-        throwOnRequestTimeout: true,
+        // An idle limit, not a total one: a part on a slow uplink may take minutes, but a connection
+        // that stays silent this long is dead (the SDK's requestTimeout counts from the start of the
+        // request, so it would kill slow uploads, and by default it only logs a warning).
+        socketTimeout: opts.idleTimeoutMs ?? 60_000,
       },
     });
     this.client.middlewareStack.add(
