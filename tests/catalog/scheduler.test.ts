@@ -369,4 +369,20 @@ describe('Scheduler', () => {
     expect(runner.calls.map((c) => c.jobId)).toEqual([job.id]);
     await s.stop();
   });
+
+  it('drops a queued run whose job was removed meanwhile', async () => {
+    const clock = new FakeClock(T('2025-06-01T10:30:00Z'));
+    const a = addJob('a', { kind: 'manual' }, clock.now());
+    const b = addJob('b', { kind: 'manual' }, clock.now());
+    const runner = new FakeRunner(catalog, clock, true);
+    const s = new Scheduler({ catalog, runner, clock });
+    const first = s.runNow(a.id);
+    const second = s.runNow(b.id);
+    catalog.removeJob(b.id);
+    runner.holds.shift()!.resolve();
+    expect((await first.promise).status).toBe('completed');
+    expect((await second.promise).status).toBe('cancelled');
+    expect(runner.calls.map((c) => c.jobId)).toEqual([a.id]);
+    await s.stop();
+  });
 });

@@ -323,6 +323,25 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
     } finally {
       if (repo) await repo.close().catch(() => {});
     }
-    return catalog.getRun(runId);
+    try {
+      return catalog.getRun(runId);
+    } catch {
+      // The job (and with it its runs) was removed while it ran.
+      return {
+        id: runId,
+        jobId: job.id,
+        kind: full ? 'full' : 'backup',
+        trigger,
+        status: signal.aborted ? 'cancelled' : result ? 'completed' : 'failed',
+        scheduledFor: req.scheduledFor ?? null,
+        startedAt,
+        endedAt: this.clock.now(),
+        snapshotId: result?.snapshotId ?? null,
+        counters: {},
+        error: null,
+        verify: null,
+        retention: null,
+      };
+    }
   }
 }

@@ -319,11 +319,15 @@ export class Scheduler {
   }
 
   private startRun(p: Pending): void {
-    // Re-read the job: it may have been edited while queued.
-    let job = p.job;
+    // Re-read the job: it may have been edited, or removed, while queued.
+    let job: Job;
     try {
       job = this.catalog.getJob(p.job.id);
-    } catch {}
+    } catch {
+      p.resolve({ ...this.placeholder(p), status: 'cancelled', endedAt: this.clock.now() });
+      this.dispatch();
+      return;
+    }
     this.running.set(job.id, p);
     this.busyRepos.add(job.repositoryId);
     const release = () => {
