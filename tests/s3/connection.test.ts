@@ -56,9 +56,14 @@ describe('S3 connection test and named errors (s3rver)', () => {
     expect(report.ok).toBe(false);
     expect(report.checks[0]).toMatchObject({ name: 'list', ok: false, error: { code: 'S3_NO_SUCH_BUCKET' } });
     expect(report.summary).toMatch(/bucket "no-such-bucket-here" does not exist/);
-    const b = new S3Backend(opts({ bucket: 'no-such-bucket-here' }));
+    const b = new S3Backend(opts({ bucket: 'no-such-bucket-here', createBucket: false }));
     await expect(b.init()).rejects.toBeInstanceOf(S3BucketNotFoundError);
     await b.close();
+    // Creating a new repository creates its bucket (as restic does); the connection test never does.
+    const fresh = new S3Backend(opts({ bucket: 'made-by-init' }));
+    await fresh.init();
+    expect((await testConnection(opts({ bucket: 'made-by-init' }))).ok).toBe(true);
+    await fresh.close();
   });
 
   it('names an unknown access key, also behind a bodiless HEAD refusal', async () => {
@@ -111,7 +116,7 @@ describe('S3 connection test and named errors (s3rver)', () => {
     expect((await b.load('keys', 'k1')).toString()).toBe('key');
     expect(b.constructor.name).toBe('RetryBackend');
     await b.close();
-    await expect(openBackend(`s3:${server.endpoint}/conn`)).rejects.toThrow(/no S3 access keys/);
+    await expect(openBackend(`s3:${server.endpoint}/conn`, { env: {} })).rejects.toThrow(/no S3 access keys/);
     const fromEnv = await openBackend(`s3:${server.endpoint}/conn/x`, {
       env: { AWS_ACCESS_KEY_ID: server.accessKeyId, AWS_SECRET_ACCESS_KEY: server.secretAccessKey },
       readOnly: true,

@@ -4,8 +4,8 @@
  * Locations: a local folder path (or `local:/path`), or an S3 location (`s3:https://host/bucket/prefix`,
  * `s3:host/bucket/prefix`, `s3://bucket/prefix` for AWS; see backend/s3/location.ts). S3 settings may
  * also come as fields in the options (`endpoint`, `bucket`, `prefix`, …) with the location just "s3:".
- * Access keys come in the options (from the catalog's secret store); the CLI may fall back to the
- * environment (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`) by passing `env`.
+ * Access keys come in the options (from the catalog's secret store); without them the environment's
+ * `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` are used (the CLI's way, as with restic), unless `env: {}`.
  *
  * The stack, outermost first: read-only → retry → request log → bandwidth limit → store. The log sits
  * inside the retry so every attempt is recorded; the limit is innermost so retried bytes count too.
@@ -37,7 +37,7 @@ export interface BackendOptions {
   allowInsecureHttp?: boolean;
   /** Requests in flight at once (S3; default 8). */
   connections?: number;
-  /** Where to look for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY when no keys are given (the CLI passes process.env). */
+  /** Where to look for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY when no keys are given (default: process.env; {} for none). */
   env?: Record<string, string | undefined>;
   // Wrappers.
   readOnly?: boolean;
@@ -51,12 +51,13 @@ export interface BackendOptions {
 
 /** The S3 settings for a location plus option fields (throws UsageError when something is missing). */
 export function s3OptionsFrom(location: string, options: BackendOptions = {}): S3Options {
+  const env = options.env ?? process.env;
   const fromString = location.replace(/^s3:\/*$/i, '') === '' ? undefined : parseS3Location(location);
   const bucket = options.bucket ?? fromString?.bucket;
   if (!bucket)
     throw new UsageError('no S3 bucket given (use s3:https://host/bucket/prefix or the bucket field)');
-  const accessKeyId = options.accessKeyId ?? options.env?.AWS_ACCESS_KEY_ID;
-  const secretAccessKey = options.secretAccessKey ?? options.env?.AWS_SECRET_ACCESS_KEY;
+  const accessKeyId = options.accessKeyId ?? env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = options.secretAccessKey ?? env.AWS_SECRET_ACCESS_KEY;
   if (!accessKeyId || !secretAccessKey)
     throw new UsageError(
       `no S3 access keys for ${location || bucket} (enter the access key ID and secret key, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`,
@@ -65,11 +66,11 @@ export function s3OptionsFrom(location: string, options: BackendOptions = {}): S
     endpoint: options.endpoint ?? fromString?.endpoint,
     bucket,
     prefix: normalizePrefix(options.prefix ?? fromString?.prefix),
-    region: options.region ?? fromString?.region ?? options.env?.AWS_DEFAULT_REGION,
+    region: options.region ?? fromString?.region ?? env.AWS_DEFAULT_REGION,
     pathStyle: options.pathStyle ?? fromString?.pathStyle,
     accessKeyId,
     secretAccessKey,
-    sessionToken: options.sessionToken ?? (options.accessKeyId ? undefined : options.env?.AWS_SESSION_TOKEN),
+    sessionToken: options.sessionToken ?? (options.accessKeyId ? undefined : env.AWS_SESSION_TOKEN),
     allowInsecureHttp: options.allowInsecureHttp,
     connections: options.connections,
   };

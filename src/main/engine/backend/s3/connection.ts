@@ -78,7 +78,7 @@ export async function testConnection(target: S3Options | S3Backend): Promise<Con
   try {
     // 1. List: proves the host answers, the keys are right, the clock is close enough and the bucket exists.
     try {
-      await b.init();
+      await b.checkBucket();
       checks.push({ name: 'list', ok: true, message: `listed ${b.bucket}${b.prefix ? `/${b.prefix}` : ''}` });
     } catch (err) {
       fail('list', err);

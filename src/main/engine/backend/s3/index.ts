@@ -91,7 +91,7 @@ export interface S3Options extends S3Location, S3Credentials {
   listApi?: 1 | 2;
   /** 'auto' probes the store once; 'on'/'off' skip the probe. */
   conditionalWrites?: 'auto' | 'on' | 'off';
-  /** Create the bucket in init() when it is missing (tests, first-time setup). Default: report it. */
+  /** Create the bucket in init() (new repository) when it is missing, as restic does (default true). */
   createBucket?: boolean;
   /** Give up on a connection that sends or receives nothing for this long (default 60 s). */
   idleTimeoutMs?: number;
@@ -168,6 +168,9 @@ export class S3Backend implements Backend {
   lastServerDateOffsetMs: number | undefined;
 
   constructor(opts: S3Options) {
+    // The SDK's notice about its own future Node requirement is for developers, not for people
+    // running a backup (and the packaged app's Electron already runs a newer Node).
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     if (!opts.bucket) throw new UsageError('no S3 bucket given');
     if (!opts.accessKeyId || !opts.secretAccessKey)
       throw new UsageError('S3 access key ID and secret access key are required');
@@ -197,7 +200,7 @@ export class S3Backend implements Backend {
     this.listPageSize = Math.min(Math.max(opts.listPageSize ?? 1000, 1), 1000);
     this.listApi = opts.listApi ?? 2;
     this.contentMd5 = opts.contentMd5 ?? true;
-    this.createBucket = opts.createBucket ?? false;
+    this.createBucket = opts.createBucket ?? true;
     if (opts.conditionalWrites === 'on') this.conditional = Promise.resolve(true);
     if (opts.conditionalWrites === 'off') this.conditional = Promise.resolve(false);
 
@@ -603,24 +606,30 @@ export class S3Backend implements Backend {
   }
 
   /** Checks that the bucket is there and can be listed (creating it when asked to). */
+  /**
+   * Lists one key under the prefix: proves the host answers, the keys and clock are right, the bucket
+   * exists and may be listed. Creates nothing (the connection test uses it).
+   */
+  async checkBucket(): Promise<void> {
+    await this.request('list', 'the bucket', () =>
+      this.client.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.typePrefix('config'), MaxKeys: 1 }),
+      ),
+    );
+  }
+
+  /** Called when a new repository is created: checks the bucket and creates it when missing (unless told not to). */
   async init(): Promise<void> {
     try {
-      await this.request('list', 'the bucket', () =>
-        this.client.send(
-          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.typePrefix('config'), MaxKeys: 1 }),
-        ),
-      );
+      await this.checkBucket();
     } catch (err) {
       if (!(err instanceof S3BucketNotFoundError) || !this.createBucket) throw err;
       await this.request('write', `bucket ${this.bucket}`, async () => {
         try {
           await this.client.send(new CreateBucketCommand({ Bucket: this.bucket }));
         } catch (e) {
-          if (
-            (e as SdkError).name !== 'BucketAlreadyOwnedByYou' &&
-            (e as SdkError).name !== 'BucketAlreadyExists'
-          )
-            throw e;
+          const name = (e as SdkError).name;
+          if (name !== 'BucketAlreadyOwnedByYou' && name !== 'BucketAlreadyExists') throw e;
         }
       });
     }
