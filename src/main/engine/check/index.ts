@@ -13,7 +13,7 @@ import type { ID, SnapshotEntry } from '../repo/types.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
-import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
+import { WorkerPool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 
 export interface CheckOptions {
@@ -180,21 +180,20 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
         if (header) {
           const items = header.map((b) => ({
             id: b.id.toString('hex'),
-            sealed: bytes.subarray(b.offset, b.offset + b.length),
+            offset: b.offset,
+            length: b.length,
             compressed: b.compressed,
             rawLength: b.rawLength,
           }));
-          for (let i = 0; i < items.length; i += 64) {
-            const batch = items.slice(i, i + 64);
-            const r = await pool.run<DecodeResult>({ op: 'decode', items: batch });
-            r.items.forEach((res, j) => {
-              if (!res.ok)
-                damaged.set(
-                  batch[j].id,
-                  `blob ${batch[j].id.slice(0, 12)} in pack ${pack.slice(0, 12)}: ${res.message}`,
-                );
-            });
-          }
+          const { buffer, transfer } = decodeBuffer(bytes);
+          const r = await pool.run<DecodeResult>({ op: 'decode', buffer, items }, undefined, transfer);
+          r.items.forEach((res, j) => {
+            if (!res.ok)
+              damaged.set(
+                items[j].id,
+                `blob ${items[j].id.slice(0, 12)} in pack ${pack.slice(0, 12)}: ${res.message}`,
+              );
+          });
         }
         if (!hashOk && header && ![...damaged.values()].some((m) => m.includes(pack.slice(0, 12))))
           problems.push({

@@ -13,12 +13,13 @@ import fs from 'node:fs/promises';
 import { constants as C } from 'node:fs';
 import path from 'node:path';
 import type { Repository } from '../repo/repository.js';
+import { mapLimit } from '../repo/repository.js';
 import type { BlobLocation } from '../repo/blobIndex.js';
 import type { TreeNode } from '../repo/types.js';
 import type { RestoreError, RestoreOptions, RestoreProgress, RestoreResult } from '../operations.js';
 import { nameBytes, isSafeName } from '../repo/tree.js';
 import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
-import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
+import { WorkerPool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 import { setTimes } from './times.js';
 
@@ -28,7 +29,8 @@ interface PlannedFile {
   node: TreeNode;
   remaining: number;
   failed?: string;
-  fh?: fs.FileHandle;
+  /** Created (and sized) by its first open. */
+  created?: boolean;
 }
 
 interface PlannedDir {
@@ -159,22 +161,23 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       throw new UsageError(`nothing in snapshot ${snap.id.slice(0, 8)} matches ${includes.join(', ')}`);
 
     // ---- directories -------------------------------------------------------------------------
-    await ensureDir(target, target);
-    for (const d of dirs) await ensureDir(d.abs, target);
+    const knownDirs = new Set<string>();
+    await ensureDir(target, target, knownDirs);
+    for (const d of dirs) await ensureDir(d.abs, target, knownDirs);
 
     // ---- decide per existing file ----------------------------------------------------------
     const toWrite: PlannedFile[] = [];
-    for (const f of files) {
+    await mapLimit(files, 16, async (f) => {
       let existing;
       try {
         existing = await fs.lstat(f.abs);
       } catch {
         toWrite.push(f);
-        continue;
+        return;
       }
       if (existing.isDirectory()) {
         errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
-        continue;
+        return;
       }
       if (
         policy === 'skip' ||
@@ -183,23 +186,18 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         skippedCount++;
         progress.filesTotal--;
         progress.bytesTotal -= f.node.size ?? 0;
-        continue;
+        return;
       }
       if (policy === 'keep-both') f.abs = await freeName(f.abs);
       else await fs.rm(f.abs, { force: true }); // never write through an existing symlink or hardlink
       toWrite.push(f);
-    }
+    });
 
     // ---- content -----------------------------------------------------------------------------
     progress.phase = 'restoring';
     const uses = new Map<string, Use[]>();
+    // files are created when first written (or finished, when nothing had to be written)
     for (const f of toWrite) {
-      const fh = await fs.open(f.abs, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600);
-      try {
-        if (f.node.size) await fh.truncate(f.node.size);
-      } finally {
-        await fh.close();
-      }
       let offset = 0;
       for (const id of f.node.content ?? []) {
         const loc = repo.index.get(id);
@@ -244,7 +242,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     );
     const handles = new HandleCache();
     const finished = async (f: PlannedFile) => {
-      await handles.close(f.abs);
+      if (!f.created && !f.failed) await (await handles.get(f)).close().then(() => handles.forget(f));
+      await handles.close(f);
       if (f.failed) {
         await fs.rm(f.abs, { force: true });
         return;
@@ -255,7 +254,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       progress.filesDone++;
     };
     // files without content (empty) are done already
-    for (const f of toWrite) if (f.remaining === 0 && !f.failed) await finished(f);
+    await mapLimit(
+      toWrite.filter((f) => f.remaining === 0 && !f.failed),
+      16,
+      finished,
+    );
 
     const packs = [...byPack.entries()].sort((a, b) => a[0].localeCompare(b[0]));
     let nextPack = 0;
@@ -276,40 +279,46 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           }
           const items = range.blobs.map((b) => ({
             id: b.id,
-            sealed: readError
-              ? new Uint8Array(0)
-              : data!.subarray(b.loc.offset - range.start, b.loc.offset - range.start + b.loc.length),
+            offset: b.loc.offset - range.start,
+            length: b.loc.length,
             compressed: b.loc.compressed,
             rawLength: b.loc.rawLength,
           }));
-          const result = readError
-            ? { items: items.map(() => ({ ok: false as const, message: readError! })) }
-            : await pool!.run<DecodeResult>({ op: 'decode', items });
-          for (let i = 0; i < items.length; i++) {
+          let result: DecodeResult;
+          if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
+          else {
+            const { buffer, transfer } = decodeBuffer(data!);
+            data = undefined;
+            result = await pool!.run<DecodeResult>({ op: 'decode', buffer, items }, undefined, transfer);
+          }
+          // write every use of every blob of this range, several files at a time
+          const jobs: { i: number; use: Use }[] = [];
+          items.forEach((it, i) => {
+            for (const use of uses.get(it.id) ?? []) jobs.push({ i, use });
+          });
+          await mapLimit(jobs, 8, async ({ i, use }) => {
             const r = result.items[i];
             const id = items[i].id;
-            for (const use of uses.get(id) ?? []) {
-              const f = use.file;
-              if (!r.ok)
-                fail(f, `blob ${id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
-              else if (!f.failed && !isZero(r.plain)) {
-                const fh = await handles.get(f.abs);
-                let done = 0;
-                while (done < r.plain.length) {
-                  const { bytesWritten } = await fh.write(
-                    r.plain,
-                    done,
-                    r.plain.length - done,
-                    use.offset + done,
-                  );
-                  done += bytesWritten;
-                }
+            const f = use.file;
+            if (!r.ok)
+              fail(f, `blob ${id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
+            else if (!f.failed && !isZero(r.plain)) {
+              const fh = await handles.get(f);
+              let done = 0;
+              while (done < r.plain.length) {
+                const { bytesWritten } = await fh.write(
+                  r.plain,
+                  done,
+                  r.plain.length - done,
+                  use.offset + done,
+                );
+                done += bytesWritten;
               }
-              if (r.ok) progress.bytesDone += r.plain.length;
-              progress.currentFile = f.display;
-              if (--f.remaining === 0) await finished(f);
             }
-          }
+            if (r.ok) progress.bytesDone += r.plain.length;
+            progress.currentFile = f.display;
+            if (--f.remaining === 0) await finished(f);
+          });
         }
       }
     };
@@ -374,37 +383,39 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   }
 }
 
-/** Creates a directory (and parents) below root, refusing to go through anything but real directories. */
-async function ensureDir(abs: Buffer, root: Buffer): Promise<void> {
+/**
+ * Creates a directory (and parents) below root, refusing to go through anything but real directories:
+ * a file or symlink in the way is replaced, never followed. `known` remembers verified folders.
+ */
+async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>): Promise<void> {
   const rootStr = root.toString('latin1');
   const rel = path.relative(rootStr, abs.toString('latin1'));
   const parts = rel ? rel.split(path.sep) : [];
-  let cur = rootStr;
-  const check = async (p: string, mayCreate: boolean) => {
+  const check = async (p: string) => {
+    if (known.has(p)) return;
     const pb = Buffer.from(p, 'latin1');
-    try {
-      const st = await fs.lstat(pb);
-      if (st.isDirectory()) return;
-      if (p === rootStr)
-        throw new TidemarkError('TARGET_NOT_DIR', `the restore target ${abs.toString()} is not a folder`);
-      // a file or symlink is in the way of a folder we must create: replace it, never follow it
-      await fs.rm(pb, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || !mayCreate) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      }
-    }
-    await fs.mkdir(pb, { recursive: p === rootStr, mode: 0o700 }).catch((err) => {
-      if (err.code !== 'EEXIST') throw err;
+    const st = await fs.lstat(pb).catch((err) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
     });
-    const st = await fs.lstat(pb);
-    if (!st.isDirectory()) throw new UnsafePathError(`${p} is not a folder`);
+    if (st && !st.isDirectory()) {
+      if (p === rootStr) throw new TidemarkError('TARGET_NOT_DIR', `the restore target ${p} is not a folder`);
+      await fs.rm(pb, { force: true });
+    }
+    if (!st || !st.isDirectory()) {
+      await fs.mkdir(pb, { recursive: p === rootStr, mode: 0o700 }).catch((err) => {
+        if (err.code !== 'EEXIST') throw err;
+      });
+      if (!(await fs.lstat(pb)).isDirectory()) throw new UnsafePathError(`${p} is not a folder`);
+    }
+    known.add(p);
   };
-  await check(rootStr, true);
+  await check(rootStr);
+  let cur = rootStr;
   for (const part of parts) {
     if (part === '..' || part === '') throw new UnsafePathError(`refusing path ${abs.toString()}`);
     cur = cur + path.sep + part;
-    await check(cur, true);
+    await check(cur);
   }
 }
 
@@ -443,31 +454,38 @@ function coalesce(
   return out;
 }
 
-/** Keeps a bounded number of output files open. */
+/** Keeps a bounded number of output files open; the first open creates and sizes the file. */
 class HandleCache {
-  private readonly open = new Map<string, Promise<fs.FileHandle>>();
-  async get(abs: Buffer): Promise<fs.FileHandle> {
-    const k = abs.toString('latin1');
-    let h = this.open.get(k);
+  private readonly open = new Map<PlannedFile, Promise<fs.FileHandle>>();
+  async get(f: PlannedFile): Promise<fs.FileHandle> {
+    let h = this.open.get(f);
     if (h) {
-      this.open.delete(k);
-      this.open.set(k, h);
+      this.open.delete(f);
+      this.open.set(f, h);
       return h;
     }
     if (this.open.size >= 64) {
-      const [oldK, oldH] = this.open.entries().next().value!;
-      this.open.delete(oldK);
+      const [oldF, oldH] = this.open.entries().next().value!;
+      this.open.delete(oldF);
       await (await oldH).close();
     }
-    h = fs.open(abs, C.O_WRONLY | C.O_NOFOLLOW);
-    this.open.set(k, h);
+    if (!f.created) {
+      f.created = true;
+      h = fs.open(f.abs, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600).then(async (fh) => {
+        if (f.node.size) await fh.truncate(f.node.size);
+        return fh;
+      });
+    } else h = fs.open(f.abs, C.O_WRONLY | C.O_NOFOLLOW);
+    this.open.set(f, h);
     return h;
   }
-  async close(abs: Buffer): Promise<void> {
-    const k = abs.toString('latin1');
-    const h = this.open.get(k);
+  forget(f: PlannedFile): void {
+    this.open.delete(f);
+  }
+  async close(f: PlannedFile): Promise<void> {
+    const h = this.open.get(f);
     if (!h) return;
-    this.open.delete(k);
+    this.open.delete(f);
     await (await h).close();
   }
   async closeAll(): Promise<void> {

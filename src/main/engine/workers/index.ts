@@ -36,6 +36,20 @@ function workerEntry(): { file: string; data: Record<string, unknown> } {
   return { file: boot, data: { __entry: pathToFileURL(path.join(here, 'pipelineWorker.ts')).href } };
 }
 
+/** Wraps bytes for a decode task: the buffer is transferred when it owns its memory, copied otherwise
+ *  (a slice of Node's shared pool must never be detached). */
+export function decodeBuffer(data: Buffer): { buffer: Uint8Array; transfer: ArrayBuffer[] } {
+  if (
+    data.byteOffset === 0 &&
+    data.byteLength === data.buffer.byteLength &&
+    data.buffer instanceof ArrayBuffer
+  )
+    return { buffer: new Uint8Array(data.buffer), transfer: [data.buffer] };
+  const own = new Uint8Array(data.byteLength);
+  own.set(data);
+  return { buffer: own, transfer: [own.buffer] };
+}
+
 export function defaultWorkerCount(): number {
   return Math.max(1, Math.min(8, os.availableParallelism?.() ?? os.cpus().length));
 }

@@ -299,7 +299,9 @@ function decode(task: DecodeTask): DecodeResult {
     items: task.items.map((it) => {
       try {
         const idBuf = Buffer.from(it.id, 'hex');
-        let plain = openSealed(encKey, it.sealed, idBuf);
+        if (it.offset + it.length > task.buffer.length)
+          return { ok: false as const, message: 'the pack is shorter than its index says' };
+        let plain = openSealed(encKey, task.buffer.subarray(it.offset, it.offset + it.length), idBuf);
         if (it.compressed) plain = decompress(plain, it.rawLength);
         if (!blobId(idKey, plain).equals(idBuf))
           return { ok: false as const, message: 'content does not match its ID' };

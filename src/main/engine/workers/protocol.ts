@@ -37,9 +37,11 @@ export interface SmallFilesResult {
   files: SmallFileResult[];
 }
 
+/** Blobs to open, all within one buffer read from a pack (sent once, transferred when possible). */
 export interface DecodeTask {
   op: 'decode';
-  items: { id: string; sealed: Uint8Array; compressed: boolean; rawLength: number }[];
+  buffer: Uint8Array;
+  items: { id: string; offset: number; length: number; compressed: boolean; rawLength: number }[];
 }
 
 export type Task = BackupFileTask | SmallFilesTask | DecodeTask;
