@@ -201,3 +201,88 @@ describe.skipIf(!avail.ok || !hasAddpart())('block tracking of a filesystem in a
     }
   });
 });
+
+describe.skipIf(!avail.ok)('a pinned tracker', () => {
+  let loop: LoopFs;
+  beforeAll(() => {
+    loop = makeLoopExt4(64);
+  });
+  afterAll(() => loop?.cleanup());
+
+  it('keeps tracking while no process holds it, and a later start resumes the same session', async () => {
+    const load = loadCbtNative();
+    if (!load.ok) throw new Error(load.reason);
+    const pin = `test-${process.pid}-${Date.now()}`;
+    const f = path.join(loop.mnt, 'pinned.bin');
+    fs.writeFileSync(f, randomBytes(4 * MiB));
+    const opts = (tracker: BlockTracker) => ({
+      dir: path.join(loop.dir, 'store'),
+      consumer: 'job',
+      tracker,
+      mapper: load.native,
+    });
+    const start = async () => {
+      const t = await BlockTracker.start([loop.mnt], { pin });
+      if (!t.ok) throw new Error(t.reason);
+      return t.tracker;
+    };
+    let tracker = await start();
+    expect(tracker.resumed).toBe(false);
+    const session = tracker.sessionId;
+    let s = await BlockChangeSession.begin([loop.mnt], opts(tracker));
+    await s.rangesFor(f);
+    await s.commit('snap-1');
+    tracker.stop(); // the app exits; the kernel part stays
+    expect(fs.existsSync(`/sys/fs/bpf/tidemark-${pin}/bitmap`)).toBe(true);
+
+    pwrite(f, 2 * MiB + 5, Buffer.alloc(100, 7)); // written while no process is tracking
+
+    tracker = await start(); // the app starts again
+    try {
+      expect(tracker.resumed).toBe(true);
+      expect(tracker.sessionId).toBe(session);
+      const other = await start(); // a second process adopting it too shares the same generations
+      expect(other.sessionId).toBe(session);
+      other.stop();
+      s = await BlockChangeSession.begin([loop.mnt], { ...opts(tracker), parentSnapshot: 'snap-1' });
+      expect(await s.rangesFor(f)).toEqual({ ranges: [{ offset: 2 * MiB, length: 4096 }] });
+      await s.commit('snap-2');
+    } finally {
+      tracker.stop({ unpin: true });
+    }
+    expect(fs.existsSync(`/sys/fs/bpf/tidemark-${pin}`)).toBe(false);
+    tracker = await start(); // after an unpin, a new session: continuity is not claimed
+    try {
+      expect(tracker.resumed).toBe(false);
+      expect(tracker.sessionId).not.toBe(session);
+      const logs: string[] = [];
+      s = await BlockChangeSession.begin([loop.mnt], { ...opts(tracker), log: (l) => logs.push(l) });
+      expect(await s.rangesFor(f)).toEqual({ whole: expect.stringMatching(/no baseline/) });
+      expect(logs.join('\n')).toMatch(/tracker was restarted/);
+    } finally {
+      tracker.stop({ unpin: true });
+    }
+  });
+
+  it('a process still holding a tracker another one unpinned gets an error, so files are read whole', async () => {
+    const load = loadCbtNative();
+    if (!load.ok) throw new Error(load.reason);
+    const pin = `test2-${process.pid}-${Date.now()}`;
+    const a = await BlockTracker.start([loop.mnt], { pin });
+    const b = await BlockTracker.start([loop.mnt], { pin });
+    if (!a.ok || !b.ok) throw new Error('start failed');
+    a.tracker.stop({ unpin: true });
+    const f = path.join(loop.mnt, 'pinned.bin');
+    const logs: string[] = [];
+    const s = await BlockChangeSession.begin([loop.mnt], {
+      dir: path.join(loop.dir, 'store2'),
+      consumer: 'job',
+      tracker: b.tracker,
+      mapper: load.native,
+      log: (l) => logs.push(l),
+    });
+    expect(logs.join('\n')).toMatch(/stopped by another process/);
+    expect(await s.rangesFor(f)).toEqual({ whole: expect.stringMatching(/not swapped/) });
+    b.tracker.stop();
+  });
+});

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -109,10 +110,36 @@ struct DevSlot {
   uint32_t major, minor, shift;
   uint64_t nsect;
   cbt_dev_cfg cfg;
-  uint64_t seq;  // generations handed out
+};
+
+const char* kMapNames[] = {"devs", "bitmap", "stats", "meta", "inflight"};
+const char* kLinkNames[] = {"link_bio_queue", "link_rq_complete", "link_bio_complete"};
+constexpr unsigned long kBpfFsMagic = 0xcafe4a11;
+
+// Serialises swaps (and teardown) between processes sharing one pinned tracker, so two of them can never
+// split one generation between them without the sequence numbers showing it.
+class SwapLock {
+ public:
+  explicit SwapLock(const std::string& path) {
+    if (path.empty()) return;
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~SwapLock() {
+    if (fd_ >= 0) {
+      flock(fd_, LOCK_UN);
+      close(fd_);
+    }
+  }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
 };
 
 // ---- Tracker: one loaded+attached eBPF object tracking a fixed set of whole disks ----
+// Optionally pinned in bpffs (start(devices, {pinDir, lockPath})): the kernel part then keeps tracking when
+// this process stops or exits, and a later start() with the same devices resumes the same session.
 class Tracker : public Napi::ObjectWrap<Tracker> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -121,37 +148,135 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
                         InstanceMethod("stop", &Tracker::Stop), InstanceMethod("status", &Tracker::Status)});
   }
   explicit Tracker(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Tracker>(info) {}
-  ~Tracker() override { Teardown(); }
+  ~Tracker() override { Release(); }
 
  private:
-  cbt_bpf* skel_ = nullptr;
+  cbt_bpf* skel_ = nullptr;  // only in the process that loaded the program
+  int fds_[5] = {-1, -1, -1, -1, -1};  // devs, bitmap, stats, meta, inflight (owned when resumed)
   uint64_t* words_ = nullptr;
-  size_t words_len_ = 0;  // bytes mapped
+  size_t words_len_ = 0;
   uint64_t* stats_ = nullptr;
   size_t stats_len_ = 0;
+  cbt_meta* meta_ = nullptr;
+  size_t meta_len_ = 0;
   std::vector<DevSlot> devs_;
-  std::string session_;
-  double started_ms_ = 0;
+  std::string pin_dir_, lock_path_;
+  bool running_ = false, resumed_ = false;
 
-  void Teardown() {
+  // Drops this process's hold: unmaps, closes. A pinned tracker keeps running in the kernel.
+  void Release() {
     if (words_) munmap(words_, words_len_);
     if (stats_) munmap(stats_, stats_len_);
+    if (meta_) munmap(meta_, meta_len_);
     words_ = nullptr;
     stats_ = nullptr;
-    if (skel_) cbt_bpf::destroy(skel_);
+    meta_ = nullptr;
+    if (skel_) cbt_bpf::destroy(skel_);  // closes fds; pinned links stay attached
     skel_ = nullptr;
+    for (int& fd : fds_) {
+      if (fd >= 0 && resumed_) close(fd);
+      fd = -1;
+    }
     devs_.clear();
-    session_.clear();
+    running_ = false;
+    resumed_ = false;
   }
 
-  // start([{major, minor, sectors, blockShift}]) → {sessionId}
+  void Unpin() {
+    for (const char* n : kLinkNames) unlink((pin_dir_ + "/" + n).c_str());
+    for (const char* n : kMapNames) unlink((pin_dir_ + "/" + n).c_str());
+    rmdir(pin_dir_.c_str());
+  }
+
+  static void* MapFd(int fd, size_t len, int* err) {
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      *err = errno;
+      return nullptr;
+    }
+    return p;
+  }
+
+  static size_t PageRound(size_t n) {
+    long page = sysconf(_SC_PAGESIZE);
+    return ((n + page - 1) / page) * page;
+  }
+
+  // Maps bitmap, stats and meta of fds_[1..3]; throws on failure.
+  void MapAll(Napi::Env env, uint64_t total_words) {
+    int err = 0;
+    words_len_ = PageRound(total_words * 8);
+    words_ = (uint64_t*)MapFd(fds_[1], words_len_, &err);
+    if (!words_) throw MakeError(env, ErrnoCode(err), "mapping the bitmap failed: " + std::string(strerror(err)));
+    stats_len_ = PageRound(CBT_MAX_DEVICES * CBT_STAT_WORDS * 8);
+    stats_ = (uint64_t*)MapFd(fds_[2], stats_len_, &err);
+    if (!stats_) throw MakeError(env, ErrnoCode(err), "mapping the counters failed: " + std::string(strerror(err)));
+    meta_len_ = PageRound(sizeof(cbt_meta));
+    meta_ = (cbt_meta*)MapFd(fds_[3], meta_len_, &err);
+    if (!meta_) throw MakeError(env, ErrnoCode(err), "mapping the tracker identity failed: " + std::string(strerror(err)));
+  }
+
+  // Tries to adopt a pinned tracker with exactly these devices. false: nothing usable is pinned.
+  bool TryResume(Napi::Env env, const std::vector<DevSlot>& want, uint64_t total_words) {
+    int fds[5];
+    for (int i = 0; i < 5; i++) {
+      fds[i] = bpf_obj_get((pin_dir_ + "/" + kMapNames[i]).c_str());
+      if (fds[i] < 0) {
+        for (int j = 0; j < i; j++) close(fds[j]);
+        return false;
+      }
+    }
+    for (const char* n : kLinkNames) {
+      if (access((pin_dir_ + "/" + n).c_str(), F_OK) != 0) {
+        for (int fd : fds) close(fd);
+        return false;
+      }
+    }
+    bool same = true;
+    for (auto& d : want) {
+      uint32_t key = KernelDevt(d.major, d.minor);
+      cbt_dev_cfg cfg{};
+      if (bpf_map_lookup_elem(fds[0], &key, &cfg) != 0 || memcmp(&cfg, &d.cfg, sizeof cfg) != 0) same = false;
+    }
+    uint32_t key = 0, next = 0, count = 0;
+    void* prev = nullptr;
+    while (bpf_map_get_next_key(fds[0], prev, &next) == 0) {
+      count++;
+      key = next;
+      prev = &key;
+    }
+    if (count != want.size()) same = false;
+    cbt_meta m{};
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(fds[3], &zero, &m) != 0 || m.layout != CBT_LAYOUT_VERSION || m.stopped) same = false;
+    struct bpf_map_info info {};
+    uint32_t ilen = sizeof info;
+    if (bpf_obj_get_info_by_fd(fds[1], &info, &ilen) != 0 || info.max_entries != total_words) same = false;
+    if (!same) {
+      for (int fd : fds) close(fd);
+      return false;
+    }
+    for (int i = 0; i < 5; i++) fds_[i] = fds[i];
+    resumed_ = true;
+    MapAll(env, total_words);
+    devs_ = want;
+    return true;
+  }
+
+  // start([{major, minor, sectors, blockShift}], {pinDir?, lockPath?}) → {sessionId, resumed}
   Napi::Value Start(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (skel_) throw MakeError(env, "EBUSY", "tracker already started; stop() it first");
+    if (running_) throw MakeError(env, "EBUSY", "tracker already started; stop() it first");
     if (info.Length() < 1 || !info[0].IsArray()) throw MakeError(env, "EINVAL", "start(devices): devices must be an array");
     Napi::Array arr = info[0].As<Napi::Array>();
     if (arr.Length() == 0 || arr.Length() > CBT_MAX_DEVICES)
       throw MakeError(env, "EINVAL", "start(devices): between 1 and " + std::to_string(CBT_MAX_DEVICES) + " devices");
+    std::string pin_dir, lock_path;
+    if (info.Length() > 1 && info[1].IsObject()) {
+      Napi::Object o = info[1].As<Napi::Object>();
+      if (o.Get("pinDir").IsString()) pin_dir = o.Get("pinDir").As<Napi::String>().Utf8Value();
+      if (o.Get("lockPath").IsString()) lock_path = o.Get("lockPath").As<Napi::String>().Utf8Value();
+    }
     std::vector<DevSlot> devs;
     uint64_t total_words = 0;
     for (uint32_t i = 0; i < arr.Length(); i++) {
@@ -191,6 +316,29 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
     libbpf_set_print(LibbpfPrint);
     TakeLog();
 
+    pin_dir_ = pin_dir;
+    lock_path_ = lock_path;
+    SwapLock lock(lock_path_);
+    if (!pin_dir_.empty()) {
+      struct statfs sfs;
+      std::string parent = pin_dir_.substr(0, pin_dir_.find_last_of('/'));
+      if (statfs(parent.empty() ? "/" : parent.c_str(), &sfs) != 0 || (unsigned long)sfs.f_type != kBpfFsMagic)
+        throw MakeError(env, "ENOTSUP", "cannot pin the tracker: " + parent + " is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)");
+      try {
+        if (TryResume(env, devs, total_words)) {
+          running_ = true;
+          Napi::Object out = Napi::Object::New(env);
+          out.Set("sessionId", std::string(meta_->session, strnlen(meta_->session, sizeof meta_->session)));
+          out.Set("resumed", true);
+          return out;
+        }
+      } catch (...) {
+        Release();
+        throw;
+      }
+      Unpin();  // stale or different: start over (a new session, so every store notices)
+    }
+
     cbt_bpf* skel = cbt_bpf::open();
     if (!skel) {
       int err = errno;
@@ -206,60 +354,71 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
       int e = -err;
       throw MakeError(env, ErrnoCode(e), "loading the eBPF program failed: " + std::string(strerror(e)) + PermissionHintOrDetail(e));
     }
-    for (auto& d : devs) {
-      uint32_t key = KernelDevt(d.major, d.minor);
-      if (bpf_map_update_elem(bpf_map__fd(skel->maps.devs), &key, &d.cfg, BPF_ANY) != 0) {
-        int e = errno;
-        cbt_bpf::destroy(skel);
-        throw MakeError(env, ErrnoCode(e), "configuring tracked devices failed: " + std::string(strerror(e)));
-      }
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    size_t wlen = ((total_words * 8 + page - 1) / page) * page;
-    void* w = mmap(nullptr, wlen, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.bitmap), 0);
-    if (w == MAP_FAILED) {
-      int e = errno;
-      cbt_bpf::destroy(skel);
-      throw MakeError(env, ErrnoCode(e), "mapping the bitmap failed: " + std::string(strerror(e)));
-    }
-    size_t slen = ((CBT_MAX_DEVICES * CBT_STAT_WORDS * 8 + page - 1) / page) * page;
-    void* s = mmap(nullptr, slen, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.stats), 0);
-    if (s == MAP_FAILED) {
-      int e = errno;
-      munmap(w, wlen);
-      cbt_bpf::destroy(skel);
-      throw MakeError(env, ErrnoCode(e), "mapping the counters failed: " + std::string(strerror(e)));
-    }
-    err = cbt_bpf::attach(skel);
-    if (err) {
-      munmap(w, wlen);
-      munmap(s, slen);
-      cbt_bpf::destroy(skel);
-      int e = err < 0 ? -err : errno;
-      throw MakeError(env, ErrnoCode(e), "attaching to the block tracepoints failed: " + std::string(strerror(e)) + Detail());
-    }
     skel_ = skel;
-    words_ = (uint64_t*)w;
-    words_len_ = wlen;
-    stats_ = (uint64_t*)s;
-    stats_len_ = slen;
+    fds_[0] = bpf_map__fd(skel->maps.devs);
+    fds_[1] = bpf_map__fd(skel->maps.bitmap);
+    fds_[2] = bpf_map__fd(skel->maps.stats);
+    fds_[3] = bpf_map__fd(skel->maps.meta);
+    fds_[4] = bpf_map__fd(skel->maps.inflight);
+    try {
+      for (auto& d : devs) {
+        uint32_t key = KernelDevt(d.major, d.minor);
+        if (bpf_map_update_elem(fds_[0], &key, &d.cfg, BPF_ANY) != 0) {
+          int e = errno;
+          throw MakeError(env, ErrnoCode(e), "configuring tracked devices failed: " + std::string(strerror(e)));
+        }
+      }
+      MapAll(env, total_words);
+      std::random_device rd;
+      char buf[40];
+      snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+      memset(meta_, 0, sizeof(cbt_meta));
+      memcpy(meta_->session, buf, strlen(buf));
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      meta_->started_ms = (unsigned long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+      meta_->layout = CBT_LAYOUT_VERSION;
+      err = cbt_bpf::attach(skel);
+      if (err) {
+        int e = err < 0 ? -err : errno;
+        throw MakeError(env, ErrnoCode(e), "attaching to the block tracepoints failed: " + std::string(strerror(e)) + Detail());
+      }
+      if (!pin_dir_.empty()) {
+        if (mkdir(pin_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
+          int e = errno;
+          throw MakeError(env, ErrnoCode(e), "cannot create " + pin_dir_ + ": " + strerror(e));
+        }
+        bpf_map* maps[] = {skel->maps.devs, skel->maps.bitmap, skel->maps.stats, skel->maps.meta, skel->maps.inflight};
+        bpf_link* links[] = {skel->links.cbt_bio_queue, skel->links.cbt_rq_complete, skel->links.cbt_bio_complete};
+        for (int i = 0; i < 5; i++)
+          if (bpf_map__pin(maps[i], (pin_dir_ + "/" + kMapNames[i]).c_str()) != 0) {
+            int e = errno;
+            Unpin();
+            throw MakeError(env, ErrnoCode(e), "pinning the tracker failed: " + std::string(strerror(e)) + Detail());
+          }
+        for (int i = 0; i < 3; i++)
+          if (bpf_link__pin(links[i], (pin_dir_ + "/" + kLinkNames[i]).c_str()) != 0) {
+            int e = errno;
+            Unpin();
+            throw MakeError(env, ErrnoCode(e), "pinning the tracker failed: " + std::string(strerror(e)) + Detail());
+          }
+      }
+    } catch (...) {
+      Release();
+      throw;
+    }
     devs_ = devs;
-    std::random_device rd;
-    char buf[40];
-    snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
-    session_ = buf;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    started_ms_ = ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+    running_ = true;
     Napi::Object out = Napi::Object::New(env);
-    out.Set("sessionId", session_);
+    out.Set("sessionId", std::string(meta_->session, strnlen(meta_->session, sizeof meta_->session)));
+    out.Set("resumed", false);
     return out;
   }
 
   // readAndSwap(major, minor) → {bitmap: Buffer, blockShift, blocks, seq, events, overflow, inflightLost}
   Napi::Value ReadAndSwap(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!skel_) throw MakeError(env, "ENOTRUNNING", "tracker is not running");
+    if (!running_) throw MakeError(env, "ENOTRUNNING", "tracker is not running");
     if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber())
       throw MakeError(env, "EINVAL", "readAndSwap(major, minor): numbers expected");
     uint32_t major = info[0].As<Napi::Number>().Uint32Value(), minor = info[1].As<Napi::Number>().Uint32Value();
@@ -267,6 +426,10 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
     for (auto& x : devs_)
       if (x.major == major && x.minor == minor) d = &x;
     if (!d) throw MakeError(env, "ENOENT", "device " + std::to_string(major) + ":" + std::to_string(minor) + " is not tracked");
+    SwapLock lock(lock_path_);
+    if (!lock_path_.empty() && !lock.ok()) throw MakeError(env, "EACCES", "cannot take the tracker lock " + lock_path_);
+    if (__atomic_load_n(&meta_->stopped, __ATOMIC_SEQ_CST))
+      throw MakeError(env, "ESTALE", "the pinned tracker was stopped by another process");
     // Counters first: an overflow flagged before this point belongs to this generation. A bit set after the
     // exchange of its word goes to the next generation; one set before is returned now.
     uint64_t* st = stats_ + (size_t)d->cfg.slot * CBT_STAT_WORDS;
@@ -276,39 +439,51 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
     Napi::Buffer<uint8_t> buf = Napi::Buffer<uint8_t>::New(env, (size_t)d->cfg.nwords * 8);
     uint64_t* out = (uint64_t*)buf.Data();
     uint64_t* src = words_ + d->cfg.word_off;
-    uint64_t set_words = 0;
     for (uint32_t i = 0; i < d->cfg.nwords; i++) {
       uint64_t v = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-      if (v) {
-        v = __atomic_exchange_n(&src[i], 0, __ATOMIC_SEQ_CST);
-        set_words++;
-      }
+      if (v) v = __atomic_exchange_n(&src[i], 0, __ATOMIC_SEQ_CST);
       out[i] = v;
     }
-    d->seq++;
+    uint64_t seq = __atomic_add_fetch(&meta_->seq[d->cfg.slot], 1, __ATOMIC_SEQ_CST);
     Napi::Object o = Napi::Object::New(env);
     o.Set("bitmap", buf);
     o.Set("blockShift", d->shift);
     o.Set("blocks", (double)(((d->nsect + (1ull << d->shift) - 1) >> d->shift)));
-    o.Set("seq", (double)d->seq);
+    o.Set("seq", (double)seq);
     o.Set("events", (double)events);
     o.Set("overflow", overflow != 0);
     o.Set("inflightLost", (double)lost);
     return o;
   }
 
+  // stop({unpin?}): this process lets go. A pinned tracker keeps tracking unless unpin is true.
   Napi::Value Stop(const Napi::CallbackInfo& info) {
-    Teardown();
+    bool unpin = false;
+    if (info.Length() > 0 && info[0].IsObject()) unpin = info[0].As<Napi::Object>().Get("unpin").ToBoolean().Value();
+    if (running_ && (pin_dir_.empty() || unpin)) {
+      SwapLock lock(lock_path_);
+      if (meta_) __atomic_store_n(&meta_->stopped, 1u, __ATOMIC_SEQ_CST);
+      if (!pin_dir_.empty()) {
+        Unpin();
+        if (!lock_path_.empty()) unlink(lock_path_.c_str());  // the next start is a new session anyway
+      }
+      Release();
+    } else {
+      Release();
+    }
     return info.Env().Undefined();
   }
 
   Napi::Value Status(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     Napi::Object o = Napi::Object::New(env);
-    o.Set("running", skel_ != nullptr);
-    if (!skel_) return o;
-    o.Set("sessionId", session_);
-    o.Set("startedAt", started_ms_);
+    o.Set("running", running_);
+    if (!running_) return o;
+    o.Set("sessionId", std::string(meta_->session, strnlen(meta_->session, sizeof meta_->session)));
+    o.Set("startedAt", (double)meta_->started_ms);
+    o.Set("pinned", !pin_dir_.empty());
+    o.Set("resumed", resumed_);
+    o.Set("stopped", meta_->stopped != 0);
     Napi::Array a = Napi::Array::New(env, devs_.size());
     for (size_t i = 0; i < devs_.size(); i++) {
       Napi::Object d = Napi::Object::New(env);
@@ -316,7 +491,7 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
       d.Set("minor", devs_[i].minor);
       d.Set("sectors", (double)devs_[i].nsect);
       d.Set("blockShift", devs_[i].shift);
-      d.Set("seq", (double)devs_[i].seq);
+      d.Set("seq", (double)__atomic_load_n(&meta_->seq[devs_[i].cfg.slot], __ATOMIC_SEQ_CST));
       a.Set((uint32_t)i, d);
     }
     o.Set("devices", a);

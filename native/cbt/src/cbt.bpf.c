@@ -55,6 +55,14 @@ struct {
   __type(value, struct cbt_inflight);
 } inflight SEC(".maps");
 
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
+  __type(key, u32);
+  __type(value, struct cbt_meta);
+} meta SEC(".maps");
+
 enum { OP_IGNORE = 0, OP_CHANGE = 1, OP_UNPLACEABLE = 2 };
 
 static __always_inline int classify(u32 opf) {

@@ -31,4 +31,15 @@ struct cbt_inflight {
   unsigned long long last;  /* last block (inclusive) */
 };
 
+/* Tracker identity and generation counters, in the mmapable `meta` map (one entry). Userspace only: it lets a
+ * pinned tracker be resumed by a later process with the same session and sequence numbers. */
+#define CBT_LAYOUT_VERSION 1
+struct cbt_meta {
+  unsigned int layout;     /* CBT_LAYOUT_VERSION of the process that created the maps */
+  unsigned int stopped;    /* set (under the swap lock) before a pinned tracker is torn down */
+  unsigned long long started_ms;
+  char session[40];
+  unsigned long long seq[CBT_MAX_DEVICES]; /* generations handed out, per device slot */
+};
+
 #endif

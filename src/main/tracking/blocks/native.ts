@@ -44,13 +44,19 @@ export interface NativeTrackerDevice {
 }
 
 export interface NativeTracker {
-  start(devices: NativeTrackerDevice[]): { sessionId: string };
+  start(
+    devices: NativeTrackerDevice[],
+    opts?: { pinDir?: string; lockPath?: string },
+  ): { sessionId: string; resumed: boolean };
   readAndSwap(major: number, minor: number): NativeGeneration;
-  stop(): void;
+  stop(opts?: { unpin?: boolean }): void;
   status(): {
     running: boolean;
     sessionId?: string;
     startedAt?: number;
+    pinned?: boolean;
+    resumed?: boolean;
+    stopped?: boolean;
     devices?: (NativeTrackerDevice & { seq: number })[];
   };
 }

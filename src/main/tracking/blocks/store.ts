@@ -271,7 +271,12 @@ export class BlockChangeSession {
       byDisk.set(key, entry);
     }
     for (const [key, { disk, paths }] of byDisk) {
-      await withLock(`${path.resolve(opts.dir)}|${key}`, () => s.swapDisk(key, disk, [...new Set(paths)]));
+      try {
+        await withLock(`${path.resolve(opts.dir)}|${key}`, () => s.swapDisk(key, disk, [...new Set(paths)]));
+      } catch (e) {
+        // the disk's files are then read whole (rangesFor: "not swapped in this backup")
+        opts.log?.(`block tracking: disk ${key}: ${(e as Error).message}; its files are read whole`);
+      }
     }
     return s;
   }

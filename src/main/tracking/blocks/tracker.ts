@@ -1,5 +1,8 @@
 // The running eBPF tracker, seen from TypeScript: which disks it watches, and "sync this filesystem, then hand
 // me the blocks written since the last swap". The kernel part runs as long as this object is started.
+import { execFileSync } from 'node:child_process';
+import { existsSync, statfsSync } from 'node:fs';
+import os from 'node:os';
 import { BlockBitmap } from './bitmap.js';
 import { resolveFilesystem, type DiskInfo, type FilesystemInfo } from './device.js';
 import { loadCbtNative, type CbtNative, type NativeTracker } from './native.js';
@@ -37,6 +40,36 @@ export function chooseBlockShift(sectors: number, blockBytes = DEFAULT_BLOCK_BYT
   return shift;
 }
 
+const BPF_FS_MAGIC = 0xcafe4a11;
+export const BPF_FS_ROOT = '/sys/fs/bpf';
+
+/** Makes sure bpffs is mounted (as systemd does at boot); returns why not when it cannot be. */
+function ensureBpfFs(): string | null {
+  const isBpf = () => {
+    try {
+      return statfsSync(BPF_FS_ROOT).type === BPF_FS_MAGIC;
+    } catch {
+      return false;
+    }
+  };
+  if (isBpf()) return null;
+  try {
+    execFileSync('mount', ['-t', 'bpf', 'bpf', BPF_FS_ROOT], { stdio: 'ignore' });
+  } catch {}
+  return isBpf() ? null : `${BPF_FS_ROOT} is not a bpf filesystem and could not be mounted`;
+}
+
+export interface TrackerOptions {
+  /** tracked block size in bytes (default 4 KiB; doubled for disks too large for a 16 MiB bitmap) */
+  blockBytes?: number;
+  /**
+   * Pin the tracker in bpffs under this name: it keeps tracking after this process stops or exits, and a
+   * later start with the same name and disks resumes the same session (no whole-file reads after an app
+   * restart). Without it, tracking ends with the process.
+   */
+  pin?: string;
+}
+
 export class BlockTracker implements ChangedBlockSource {
   private constructor(
     private readonly native: CbtNative,
@@ -44,13 +77,15 @@ export class BlockTracker implements ChangedBlockSource {
     readonly sessionId: string,
     readonly disks: (DiskInfo & { blockShift: number })[],
     readonly filesystems: FilesystemInfo[],
+    /** true when an already running pinned tracker was adopted */
+    readonly resumed: boolean,
   ) {}
 
   /**
    * Starts tracking the disks holding `paths`. Returns `{ok:false, reason}` (never throws) when eBPF is
    * unavailable, the process is unprivileged, or no path is on a block device.
    */
-  static async start(paths: string[], opts: { blockBytes?: number } = {}): Promise<TrackerStart> {
+  static async start(paths: string[], opts: TrackerOptions = {}): Promise<TrackerStart> {
     const load = loadCbtNative();
     if (!load.ok) return { ok: false, reason: `unavailable: ${load.reason}` };
     const native = load.native;
@@ -71,10 +106,31 @@ export class BlockTracker implements ChangedBlockSource {
       if (!disks.has(key))
         disks.set(key, { ...f.disk, blockShift: chooseBlockShift(f.disk.sectors, opts.blockBytes) });
     }
+    // a stable order, so a pinned tracker is recognised whatever order the paths come in
+    const list = [...disks.values()].sort((a, b) => a.major - b.major || a.minor - b.minor);
+    const devices = list.map(({ major, minor, sectors, blockShift }) => ({
+      major,
+      minor,
+      sectors,
+      blockShift,
+    }));
+    let pinOpts: { pinDir: string; lockPath: string } | undefined;
+    if (opts.pin !== undefined) {
+      if (!/^[A-Za-z0-9_.-]+$/.test(opts.pin))
+        return { ok: false, reason: `unavailable: bad pin name ${JSON.stringify(opts.pin)}` };
+      const why = ensureBpfFs();
+      if (why) return { ok: false, reason: `unavailable: ${why}` };
+      // /run is a tmpfs reset at boot, like the pins themselves
+      const lockDir = existsSync('/run') ? '/run' : os.tmpdir();
+      pinOpts = {
+        pinDir: `${BPF_FS_ROOT}/tidemark-${opts.pin}`,
+        lockPath: `${lockDir}/tidemark-cbt-${opts.pin}.lock`,
+      };
+    }
     const handle = new native.Tracker();
     try {
-      const { sessionId } = handle.start([...disks.values()]);
-      return { ok: true, tracker: new BlockTracker(native, handle, sessionId, [...disks.values()], fss) };
+      const { sessionId, resumed } = handle.start(devices, pinOpts);
+      return { ok: true, tracker: new BlockTracker(native, handle, sessionId, list, fss, resumed) };
     } catch (e) {
       return { ok: false, reason: `unavailable: ${(e as Error).message}` };
     }
@@ -101,7 +157,8 @@ export class BlockTracker implements ChangedBlockSource {
     return this.handle.status();
   }
 
-  stop(): void {
-    this.handle.stop();
+  /** Lets go of the tracker. A pinned one keeps tracking in the kernel unless `unpin` is set. */
+  stop(opts: { unpin?: boolean } = {}): void {
+    this.handle.stop(opts);
   }
 }
