@@ -446,7 +446,7 @@ function coalesce(
   for (const b of blobs) {
     const last = out[out.length - 1];
     const end = b.loc.offset + b.loc.length;
-    if (last && b.loc.offset - last.end < 512 * 1024 && end - last.start < 32 * 1024 * 1024) {
+    if (last && b.loc.offset - last.end < 512 * 1024 && end - last.start < 4 * 1024 * 1024) {
       last.end = Math.max(last.end, end);
       last.blobs.push(b);
     } else out.push({ start: b.loc.offset, end, blobs: [b] });
