@@ -120,9 +120,9 @@ constexpr unsigned long kBpfFsMagic = 0xcafe4a11;
 // split one generation between them without the sequence numbers showing it.
 class SwapLock {
  public:
-  explicit SwapLock(const std::string& path) {
+  explicit SwapLock(const std::string& path, bool create = false) {
     if (path.empty()) return;
-    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (fd_ >= 0) flock(fd_, LOCK_EX);
   }
   ~SwapLock() {
@@ -318,7 +318,7 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
 
     pin_dir_ = pin_dir;
     lock_path_ = lock_path;
-    SwapLock lock(lock_path_);
+    SwapLock lock(lock_path_, true);
     if (!pin_dir_.empty()) {
       struct statfs sfs;
       std::string parent = pin_dir_.substr(0, pin_dir_.find_last_of('/'));
@@ -427,7 +427,11 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
       if (x.major == major && x.minor == minor) d = &x;
     if (!d) throw MakeError(env, "ENOENT", "device " + std::to_string(major) + ":" + std::to_string(minor) + " is not tracked");
     SwapLock lock(lock_path_);
-    if (!lock_path_.empty() && !lock.ok()) throw MakeError(env, "EACCES", "cannot take the tracker lock " + lock_path_);
+    if (!lock_path_.empty() && !lock.ok()) {
+      // the lock file goes away with an unpin by another process
+      if (errno == ENOENT) throw MakeError(env, "ESTALE", "the pinned tracker was stopped by another process");
+      throw MakeError(env, ErrnoCode(errno), "cannot take the tracker lock " + lock_path_ + ": " + strerror(errno));
+    }
     if (__atomic_load_n(&meta_->stopped, __ATOMIC_SEQ_CST))
       throw MakeError(env, "ESTALE", "the pinned tracker was stopped by another process");
     // Counters first: an overflow flagged before this point belongs to this generation. A bit set after the
