@@ -114,6 +114,18 @@ function JobCard({ job }: { job: JobSummary }) {
         >
           <Icon name="edit" size={16} /> Edit
         </button>
+        {!live ? (
+          <button
+            className="button ghost"
+            title="Re-read every file instead of only the changed ones, to re-verify the backup"
+            onClick={async () => {
+              const run = await runNow(job.id, true);
+              if (run) navigate({ page: 'run', runId: run.id });
+            }}
+          >
+            <Icon name="clock" size={16} /> Full backup
+          </button>
+        ) : null}
       </footer>
     </article>
   );

@@ -84,6 +84,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
   const navigate = useApp((s) => s.navigate);
   const toast = useApp((s) => s.toast);
   const reload = useJobs((s) => s.load);
+  const removeJob = useJobs((s) => s.remove);
   const editing = !!jobId;
   const [step, setStep] = useState<Step>('Sources');
   const [adding, setAdding] = useState('');
@@ -581,6 +582,18 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         <button className="button ghost" onClick={() => navigate({ page: 'dashboard' })}>
           Cancel
         </button>
+        {editing ? (
+          <button
+            className="button danger"
+            onClick={async () => {
+              if (!confirm(`Delete the job "${form.name}"? Its backups stay in the repository.`)) return;
+              await removeJob(jobId!);
+              navigate({ page: 'dashboard' });
+            }}
+          >
+            <Icon name="trash" size={16} /> Delete job
+          </button>
+        ) : null}
         <span className="spacer" />
         <button className="button" disabled={idx === 0} onClick={() => setStep(steps[idx - 1])}>
           Back
