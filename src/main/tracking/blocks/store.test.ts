@@ -414,6 +414,22 @@ describe('continuity: anything unproven means reading the whole file', () => {
     s = await BlockChangeSession.begin([dir], { ...opts(), parentSnapshot: 'snap-1' });
     expect(await s.rangesFor(names[0])).toEqual({ ranges: [] });
   });
+  it('commit(snapshot, onlyFiles) moves only the baselines of files the backup really read', async () => {
+    newFile(names[0], 4);
+    newFile(names[1], 4);
+    let s = await BlockChangeSession.begin([dir], opts());
+    await computeChangedRanges(names.slice(0, 2), s);
+    await s.commit('snap-1');
+    world.writeDisk(world.files.get(names[0])!.blocks[1]!.p);
+    world.writeDisk(world.files.get(names[1])!.blocks[2]!.p);
+    s = await BlockChangeSession.begin([dir], opts());
+    await computeChangedRanges(names.slice(0, 2), s);
+    await s.commit('snap-2', [names[0]]); // names[1] was not read by this backup
+    s = await BlockChangeSession.begin([dir], opts());
+    const m = await computeChangedRanges(names.slice(0, 2), s);
+    expect(m.get(names[0])).toEqual([]);
+    expect(m.get(names[1])).toEqual([{ offset: 2 * B, length: B }]); // still relative to snap-1
+  });
   it('the file was replaced by another inode', async () => {
     await baseline();
     world.files.get(names[0])!.ino = 999;

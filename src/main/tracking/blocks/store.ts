@@ -462,8 +462,12 @@ export class BlockChangeSession {
   /**
    * Call after the backup's snapshot is durably saved, with its ID: the maps captured by rangesFor become
    * the files' baselines. Not calling it (a failed backup) keeps the previous baselines, which stay correct.
+   * `onlyFiles`: the files whose content the backup really took from disk now (read whole or by ranges);
+   * a file whose chunks were reused unread keeps its older baseline, so block tracking never inherits a
+   * change the scan missed.
    */
-  async commit(snapshotId?: string): Promise<void> {
+  async commit(snapshotId?: string, onlyFiles?: Iterable<string>): Promise<void> {
+    const only = onlyFiles ? new Set([...onlyFiles].map((f) => path.resolve(f))) : undefined;
     if (this.committed) throw new Error('block tracking session already committed');
     this.committed = true;
     for (const [key, state] of this.disks) {
@@ -479,6 +483,7 @@ export class BlockChangeSession {
           return;
         }
         for (const [file, c] of this.captures) {
+          if (only && !only.has(file)) continue;
           if (c.diskKey === key)
             body.files[file] =
               snapshotId === undefined ? c.baseline : { ...c.baseline, snapshot: snapshotId };
