@@ -173,6 +173,7 @@ export function openCatalogDb(dataDir: string, opts: OpenOptions = {}): DB {
   if (!opts.readonly) {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
+    db.pragma('journal_size_limit = 67108864'); // shrink the WAL back to 64 MiB after big writes
   }
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');

@@ -326,6 +326,10 @@ export class FileIndex {
     if (this.busy) throw new Error('the file index is already being written');
     this.busy = true;
     const stats: IndexStats = { dirsVisited: 0, newDirVersions: 0, reusedDirVersions: 0, newEntries: 0 };
+    // Checkpoint the WAL rarely while bulk-writing (each checkpoint syncs the disk), once at the end.
+    const wal = this.db.pragma('journal_mode', { simple: true }) === 'wal';
+    const autocheckpoint = wal ? (this.db.pragma('wal_autocheckpoint', { simple: true }) as number) : 0;
+    if (wal) this.db.pragma('wal_autocheckpoint = 16384');
     try {
       this.st.sdDelete.run(snapshot);
       this.nextName = this.st.maxName.get() as number;
@@ -346,6 +350,12 @@ export class FileIndex {
       throw err;
     } finally {
       this.busy = false;
+      if (wal) {
+        this.db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
+        try {
+          this.db.pragma('wal_checkpoint(PASSIVE)');
+        } catch {}
+      }
     }
   }
 
