@@ -2,7 +2,8 @@
 //   backends(): string[]                                 backends compiled into this build
 //   new Tracker(backend, roots, onBatch, batchMillis?, resume?)
 //                                                        onBatch({dirtyDirs, dirtyTrees, lost, broken, flushToken, events, position})
-//   tracker.start() (throws with the reason when the backend cannot run), tracker.stop(), tracker.flush(token)
+//   tracker.start() (throws with the reason when the backend cannot run; the first batch then says
+//   `ready` or `broken`), tracker.stop(), tracker.flush(token)
 //   parseUsnRecords(buffer, hasNextUsnHeader)            the platform-neutral USN record parser (for tests)
 // Batches travel from the backend's reader thread through a ThreadSafeFunction. Every entry point
 // catches C++ exceptions and turns them into JS errors, so none crosses into JS unhandled.
@@ -52,6 +53,7 @@ void DeliverBatch(Napi::Env env, Napi::Function callback, Batch *raw) {
     o.Set("flushToken", Napi::Number::New(env, static_cast<double>(b->flushToken)));
     o.Set("events", Napi::Number::New(env, static_cast<double>(b->events)));
     if (!b->position.empty()) o.Set("position", b->position);
+    if (b->ready) o.Set("ready", true);
     callback.Call({o});
   } catch (const Napi::Error &e) {
     // The JS side wraps its handler; an exception here is a bug there. Report, never crash.

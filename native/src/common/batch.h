@@ -22,6 +22,9 @@ struct Batch {
   // The backend stopped working (watch limit, root removed, read error): nothing after this batch
   // is tracked until the tracker is restarted.
   std::string broken;
+  // The backend finished setting up (e.g. the initial inotify walk) and tracks every root from now on.
+  // The first batch of every backend carries it (or `broken`).
+  bool ready = false;
   // Non-zero when this batch answers a flush request (every event queued before the request is in
   // this batch or an earlier one).
   uint64_t flushToken = 0;

@@ -64,18 +64,32 @@ class InotifyBackend : public LinuxReaderBase {
       return false;
     }
     for (const auto &root : opts.roots) {
-      std::string err;
-      int wd = AddTree(root, kNoParent, root, err);
-      if (wd < 0 || !err.empty()) {
-        error = err.empty() ? "cannot watch " + root : err;
+      struct stat st;
+      int rc = stat(root.c_str(), &st);
+      if (rc != 0 || !S_ISDIR(st.st_mode)) {
+        error = "cannot watch " + root + ": " + (rc != 0 ? strerror(errno) : "not a directory");
         CloseKernel();
         return false;
       }
     }
+    roots_ = opts.roots;
+    // The recursive walk (a watch per directory, an lstat per file) runs on the reader thread.
     return StartReader(opts, std::move(sink), error);
   }
 
  protected:
+  bool Prepare() override {
+    for (const auto &root : roots_) {
+      std::string err;
+      int wd = AddTree(root, kNoParent, root, err);
+      if (wd < 0 || !err.empty()) {
+        if (broken_.empty()) broken_ = err.empty() ? "cannot watch " + root : err;
+        return false;
+      }
+    }
+    return true;
+  }
+
   void CloseKernel() override {
     if (notifyFd_ >= 0) close(notifyFd_);
     notifyFd_ = -1;
@@ -330,6 +344,7 @@ class InotifyBackend : public LinuxReaderBase {
     }
   }
 
+  std::vector<std::string> roots_;
   std::unordered_map<int, WatchNode> nodes_;
   std::unordered_set<std::string> checked_;
   std::map<InodeKey, std::set<NameKey>> links_;

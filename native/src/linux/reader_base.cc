@@ -54,9 +54,10 @@ void LinuxReaderBase::Flush(uint64_t token) {
   }
 }
 
-void LinuxReaderBase::Emit(uint64_t token) {
+void LinuxReaderBase::Emit(uint64_t token, bool ready) {
   Batch b = coalescer_->Take();
   b.flushToken = token;
+  b.ready = ready;
   if (!broken_.empty()) b.broken = broken_;
   sink_(std::move(b));
 }
@@ -65,6 +66,13 @@ void LinuxReaderBase::Run() {
   int64_t firstPending = -1;
   bool reportedBroken = false;
   try {
+    if (Prepare() && broken_.empty()) {
+      Emit(0, true);
+    } else {
+      if (broken_.empty()) broken_ = "the tracker could not start";
+      reportedBroken = true;
+      Emit(0);
+    }
     while (!stopping_) {
       int timeout = -1;
       if (firstPending >= 0) {

@@ -22,6 +22,8 @@ class LinuxReaderBase : public Backend {
  protected:
   // Starts the thread once notifyFd_ is set up.
   bool StartReader(const BackendOptions &opts, BatchSink sink, std::string &error);
+  // Runs first on the reader thread (e.g. the initial recursive watch); false with broken_ set on failure.
+  virtual bool Prepare() { return true; }
   // Reads whatever is queued on notifyFd_ (non-blocking) and folds it into coalescer_.
   // Returns false when the backend is broken (broken_ set).
   virtual bool Drain() = 0;
@@ -33,7 +35,7 @@ class LinuxReaderBase : public Backend {
 
  private:
   void Run();
-  void Emit(uint64_t token);
+  void Emit(uint64_t token, bool ready = false);
   int wakeFd_ = -1;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -192,6 +192,12 @@ class UsnBackend : public Backend {
 
   void Run() {
     try {
+      {
+        Batch ready = coalescer_->Take();
+        ready.ready = true;
+        ready.position = Position();
+        sink_(std::move(ready));
+      }
       while (!stopping_) {
         WaitForSingleObject(wake_, static_cast<DWORD>(batchMillis_));
         if (stopping_) break;

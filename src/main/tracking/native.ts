@@ -13,6 +13,8 @@ import { Listeners, isUnder } from './util.js';
 interface NativeBatch extends TrackerBatch {
   flushToken: number;
   events: number;
+  /** The first batch: setup (e.g. the initial inotify walk, on the reader thread) finished. */
+  ready?: boolean;
 }
 
 export interface NativeTrackerOptions {
@@ -106,6 +108,7 @@ export class NativeTracker implements ChangeTracker {
   private handle?: NativeTrackerHandle;
   private readonly listeners = new Listeners<TrackerBatch>();
   private nextToken = 1;
+  private readyWaiter?: { resolve: () => void; reject: (err: Error) => void };
   private readonly flushWaiters = new Map<number, () => void>();
   /** canonical root → root as given (sources may contain symlinked path components). */
   private aliases: [string, string][] = [];
@@ -143,9 +146,22 @@ export class NativeTracker implements ChangeTracker {
       this.opts.batchMillis ?? 50,
       this.resumedFrom ?? '',
     );
-    handle.start(); // throws with the reason (EPERM, watch limit, ...)
+    const ready = new Promise<void>((resolve, reject) => (this.readyWaiter = { resolve, reject }));
+    try {
+      handle.start(); // throws with the reason (EPERM, no such folder, ...)
+    } catch (err) {
+      this.readyWaiter = undefined;
+      throw err;
+    }
     this.handle = handle;
     this.state = 'running';
+    try {
+      await ready; // the backend's setup runs off the JS thread; it may still fail (watch limit)
+    } catch (err) {
+      await this.stop();
+      this.state = 'idle';
+      throw err;
+    }
   }
 
   private translate(p: string): string {
@@ -156,6 +172,15 @@ export class NativeTracker implements ChangeTracker {
   }
 
   private onBatch(b: NativeBatch): void {
+    if (this.readyWaiter && (b.ready || b.broken)) {
+      const w = this.readyWaiter;
+      this.readyWaiter = undefined;
+      if (b.ready) w.resolve();
+      else {
+        w.reject(new Error(b.broken));
+        return;
+      }
+    }
     try {
       this.events += b.events;
       const batch: TrackerBatch = {
@@ -198,6 +223,8 @@ export class NativeTracker implements ChangeTracker {
     const h = this.handle;
     this.handle = undefined;
     if (h) h.stop();
+    this.readyWaiter?.reject(new Error('the tracker was stopped while starting'));
+    this.readyWaiter = undefined;
     for (const w of this.flushWaiters.values()) w();
     this.flushWaiters.clear();
     if (this.state !== 'idle') this.state = 'stopped';
