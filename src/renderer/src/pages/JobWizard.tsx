@@ -44,6 +44,7 @@ interface Form {
   confirm: string;
   compressionLevel: number;
   readLimitMBps: number;
+  workers: number | undefined;
 }
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
@@ -104,6 +105,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     confirm: '',
     compressionLevel: 3,
     readLimitMBps: 0,
+    workers: undefined,
   });
   const set = (patch: Partial<Form>) => {
     setForm((f) => ({ ...f, ...patch }));
@@ -122,6 +124,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
       destination: f.destination || info.defaultRepoDir,
       compressionLevel: settings.compressionLevel,
       readLimitMBps: settings.readLimitMBps,
+      workers: settings.workers,
     }));
   }, [info, settings, editing]);
 
@@ -141,6 +144,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           retention: j.retention,
           compressionLevel: j.options.compressionLevel ?? 3,
           readLimitMBps: j.options.readLimitMBps ?? 0,
+          workers: j.options.workers,
         })),
       )
       .catch((err) => toast('error', errorMessage(err)));
@@ -158,7 +162,11 @@ export function JobWizard({ jobId }: { jobId?: string }) {
       destination: { kind: 'local', path: form.destination },
       schedule: form.schedule,
       retention: form.retention,
-      options: { compressionLevel: form.compressionLevel, readLimitMBps: form.readLimitMBps || undefined },
+      options: {
+        compressionLevel: form.compressionLevel,
+        readLimitMBps: form.readLimitMBps || undefined,
+        workers: form.workers,
+      },
       password: editing ? 'unchanged-password' : form.password,
     }),
     [form, editing],

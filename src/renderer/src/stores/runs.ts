@@ -89,6 +89,7 @@ api.on('run.finished', (run) => {
   const app = useApp.getState();
   if (run.status === 'failed')
     app.toast('error', `${run.jobName}: backup failed — ${run.error?.message ?? 'unknown error'}`);
+  else if (run.status === 'missed') app.toast('error', `${run.jobName}: a scheduled backup was missed`);
   else if (run.status === 'completed-with-warnings')
     app.toast('info', `${run.jobName}: finished with ${run.warnings} warnings`);
   else if (run.status === 'completed') app.toast('success', `${run.jobName}: backup finished`);
