@@ -112,29 +112,40 @@ try {
   );
 
   // --- the file, and the FastCDC chunk boundaries of this first version (what a previous snapshot holds)
-  const cdc = new FastCDC(DEFAULT_CHUNKER, gearTable('bench-cbt'));
-  const chunkEnds: number[] = [];
+  // the default chunker (1 MiB average) and a small one (64 KiB average) for comparison
+  const chunkers = [
+    { label: '1 MiB-avg', cdc: new FastCDC(DEFAULT_CHUNKER, gearTable('bench-cbt')), ends: [] as number[] },
+    {
+      label: '64 KiB-avg',
+      cdc: new FastCDC({ min: 16 * 1024, avg: 64 * 1024, max: 256 * 1024 }, gearTable('bench-cbt')),
+      ends: [] as number[],
+    },
+  ];
+  const chunkEnds = chunkers[0].ends;
   {
     const fd = fs.openSync(file, 'w');
     const batch = 8 * MiB;
-    let pending = Buffer.alloc(0);
-    let pos = 0;
+    // each chunker keeps its own unconsumed tail; both see the same byte stream
+    const state = chunkers.map(() => ({ pending: Buffer.alloc(0), pos: 0 }));
     for (let off = 0; off < SIZE; off += batch) {
       const b = randomBytes(batch);
       for (let p = 0; p < batch; p += PAGE) b.writeBigUInt64LE(BigInt((off + p) / PAGE), p); // page header
       fs.writeSync(fd, b, 0, b.length, off);
-      pending = pending.length ? Buffer.concat([pending, b]) : b;
       const eof = off + batch >= SIZE;
-      let start = 0;
-      for (;;) {
-        const n = cdc.nextCut(pending, start, pending.length, eof);
-        if (n === 0) break;
-        pos += n;
-        chunkEnds.push(pos);
-        start += n;
-        if (start >= pending.length) break;
-      }
-      pending = pending.subarray(start);
+      chunkers.forEach((c, i) => {
+        const st = state[i];
+        st.pending = st.pending.length ? Buffer.concat([st.pending, b]) : b;
+        let start = 0;
+        for (;;) {
+          const n = c.cdc.nextCut(st.pending, start, st.pending.length, eof);
+          if (n === 0) break;
+          st.pos += n;
+          c.ends.push(st.pos);
+          start += n;
+          if (start >= st.pending.length) break;
+        }
+        st.pending = st.pending.subarray(start);
+      });
     }
     fs.fsyncSync(fd);
     fs.closeSync(fd);
@@ -190,17 +201,18 @@ try {
   const t5 = now();
 
   // --- what the engine would read when widening ranges to the enclosing previous chunks
-  let widened = 0;
-  {
+  const widen = (ends: number[]) => {
+    let widened = 0;
     let ri = 0;
     let start = 0;
     const sorted = [...ranges].sort((a, b) => a.offset - b.offset);
-    for (const end of chunkEnds) {
+    for (const end of ends) {
       while (ri < sorted.length && sorted[ri].offset + sorted[ri].length <= start) ri++;
       if (ri < sorted.length && sorted[ri].offset < end) widened += end - start;
       start = end;
     }
-  }
+    return widened;
+  };
   const coarse = (g: number) => {
     const blocks = new Set<number>();
     for (const r of ranges)
@@ -219,9 +231,12 @@ try {
   console.log(
     `    → ${(readCbt / written).toFixed(2)}× the bytes written (target ≤ 3×), ${(fullTime / cbtTime).toFixed(1)}× faster (target ≥ 10×), ${ranges.length} ranges`,
   );
-  console.log(
-    `    if widened to the previous 1 MiB-avg FastCDC chunks: ${fmt(widened)} (${((100 * widened) / SIZE).toFixed(1)}% of the file)`,
-  );
+  for (const c of chunkers) {
+    const w = widen(c.ends);
+    console.log(
+      `    if widened to the previous ${c.label} FastCDC chunks (${c.ends.length}): ${fmt(w)} (${((100 * w) / SIZE).toFixed(1)}% of the file, ${(w / written).toFixed(0)}× the bytes written)`,
+    );
+  }
   console.log('    granularity (tracked block → bytes read, bitmap size per TiB of disk):');
   for (const g of [4096, 16384, 65536, 262144, MiB])
     console.log(
