@@ -146,7 +146,7 @@ describe('tidemark job / catalog commands', () => {
     const ac = new AbortController();
     const done = cliWith(ac.signal, 'scheduler');
     // wait until the catch-up run has finished, then stop the scheduler
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 1200; i++) {
       await new Promise((r) => setTimeout(r, 50));
       const c2 = new Catalog(path.join(tmp, 'home'));
       const runs = c2.listRuns({ jobId: job.id });
