@@ -47,6 +47,10 @@ suite('browser mode, end to end with the real engine', () => {
     fs.writeFileSync(path.join(src, 'notes.md'), '# Notes\n\nremember the milk\n');
     for (let i = 0; i < 40; i++)
       fs.writeFileSync(path.join(src, 'photos', `IMG_${1000 + i}.jpg`), crypto.randomBytes(300 * 1024));
+    // a folder of 10,000 entries: the restore view must render only what is visible
+    fs.mkdirSync(path.join(src, 'mail'));
+    for (let i = 0; i < 10_000; i++)
+      fs.writeFileSync(path.join(src, 'mail', `msg-${String(i).padStart(5, '0')}.eml`), `mail ${i}`);
 
     wired = createApi({ mode: 'browser', dataDir: path.join(tmp, 'home') });
     server = await startServer({ api: wired.api, staticDir });
@@ -152,7 +156,7 @@ suite('browser mode, end to end with the real engine', () => {
     expect(run.status).toBe('completed');
     const detail = await wired.api.call('runs.get', { id: run.id });
     expect(detail.samples.length).toBeGreaterThanOrEqual(2);
-    expect(detail.counters.filesDone).toBe(42);
+    expect(detail.counters.filesDone).toBe(10_042);
     await shot('07-live-run-finished');
 
     // --- restore: browse the snapshot
@@ -163,6 +167,20 @@ suite('browser mode, end to end with the real engine', () => {
     await grid.getByRole('button', { name: 'Open folder 2026' }).click();
     await grid.getByText('quarterly-report.txt').waitFor();
     await shot('08-restore-browse');
+
+    // the 10,000-entry folder is virtualised: every row is counted, only the visible ones exist
+    await page
+      .getByRole('navigation', { name: 'Folder path' })
+      .getByRole('button', { name: 'Documents' })
+      .click();
+    await grid.getByRole('button', { name: 'Open folder mail' }).click();
+    await expect.poll(() => grid.getAttribute('aria-rowcount')).toBe('10000');
+    await grid.getByText('msg-00000.eml').waitFor();
+    expect(await grid.getByRole('row').count()).toBeLessThan(100);
+    await grid.evaluate((el) => el.scrollTo(0, el.scrollHeight));
+    await grid.getByText('msg-09999.eml').waitFor();
+    expect(await grid.getByRole('row').count()).toBeLessThan(100);
+    await shot('08b-restore-10000-entries');
 
     // search across snapshots, then restore the hit into another folder
     await page.getByLabel('Search files in all snapshots').fill('quarterly');
