@@ -136,12 +136,16 @@ describe('tidemark job / catalog commands', () => {
     fs.mkdirSync(src, { recursive: true });
     fs.writeFileSync(path.join(src, 'a.txt'), 'a');
     expect((await cli('-r', repo, 'init')).code).toBe(0);
-    expect((await cli('job', 'add', 'nightly', src, '--to', repo, '--hourly', '--tz', 'UTC')).code).toBe(0);
-    // pretend the scheduler last looked three hours ago (the machine was off since)
+    // daily, two hours ago (so the last fire time is well outside the grace period)
+    const at = new Date(Date.now() - 2 * 3_600_000).toISOString().slice(11, 16);
+    expect((await cli('job', 'add', 'nightly', src, '--to', repo, '--daily', at, '--tz', 'UTC')).code).toBe(
+      0,
+    );
+    // pretend the scheduler last looked three days ago (the machine was off since)
     const { Catalog } = await import('../../src/main/engine/catalog/catalog.js');
     const c = new Catalog(path.join(tmp, 'home'));
     const job = c.findJob('nightly')!;
-    c.setJobCheckedAt(job.id, Date.now() - 3 * 3_600_000);
+    c.setJobCheckedAt(job.id, Date.now() - 3 * 86_400_000 + 60_000);
     c.close();
     const ac = new AbortController();
     const done = cliWith(ac.signal, 'scheduler');

@@ -173,13 +173,16 @@ export class FileIndex {
           'SELECT DISTINCT d.dir_id FROM entries e JOIN dir_versions d ON d.id = e.dv WHERE e.name_id = ?',
         )
         .pluck(),
-      occurrences: db.prepare(
-        `SELECT sd.snapshot AS snapshot, e.type AS type, e.size AS size, e.mtime AS mtime
-         FROM dir_versions d
-         JOIN entries e ON e.dv = d.id AND e.name_id = ?
-         JOIN snapshot_dirs sd ON sd.dv = d.id AND sd.dir_id = d.dir_id
-         WHERE d.dir_id = ?`,
-      ),
+      occurrences: db
+        .prepare(
+          `SELECT e.type, e.size, e.mtime, group_concat(sd.snapshot)
+           FROM dir_versions d
+           JOIN entries e ON e.dv = d.id AND e.name_id = ?
+           JOIN snapshot_dirs sd ON sd.dv = d.id AND sd.dir_id = d.dir_id
+           WHERE d.dir_id = ?
+           GROUP BY d.id`,
+        )
+        .raw(),
     };
   }
 
@@ -535,39 +538,55 @@ export class FileIndex {
           : `SELECT id, name FROM names WHERE id > 0 AND name LIKE ? ESCAPE '\\'`,
       )
       .all(pattern) as { id: number; name: string }[];
-    // Snapshot times and repositories, in memory for this search (there are few snapshots, and
-    // joining them per row costs more than the rows).
+    // The snapshots asked for, ranked newest first, in memory for this search (there are few
+    // snapshots, and joining them per row costs more than the rows). rank[id] = 0: not wanted.
     const wanted = opts.snapshots ? new Set(opts.snapshots) : undefined;
-    const snaps = new Map<number, number>(); // snapshot row → time
-    for (const r of this.st.snapTimes.all() as { id: number; time: number; repository_id: number }[]) {
-      if (opts.repositoryId !== undefined && r.repository_id !== opts.repositoryId) continue;
-      if (wanted && !wanted.has(r.id)) continue;
-      snaps.set(r.id, r.time);
-    }
-    if (!snaps.size) return [];
+    const rows = (this.st.snapTimes.all() as { id: number; time: number; repository_id: number }[]).filter(
+      (r) =>
+        (opts.repositoryId === undefined || r.repository_id === opts.repositoryId) &&
+        (!wanted || wanted.has(r.id)),
+    );
+    if (!rows.length) return [];
+    rows.sort((a, b) => b.time - a.time || b.id - a.id);
+    const rank = new Int32Array(Math.max(...rows.map((r) => r.id)) + 1);
+    rows.forEach((r, i) => (rank[r.id] = i + 1));
     const hits: SearchHit[] = [];
     // 2. the folders holding an entry of that name; 3. the snapshots holding each such path
     outer: for (const n of names) {
       for (const dirId of this.st.dirsOfName.all(n.id) as number[]) {
         if (hits.length >= limit) break outer;
-        const occ = (
-          this.st.occurrences.all(n.id, dirId) as {
-            snapshot: number;
-            type: number;
-            size: number | null;
-            mtime: number | null;
-          }[]
-        ).filter((o) => snaps.has(o.snapshot));
-        if (!occ.length) continue;
-        occ.sort((x, y) => snaps.get(y.snapshot)! - snaps.get(x.snapshot)! || y.snapshot - x.snapshot);
+        // One row per version of the folder: the entry there and the snapshots holding that version.
+        const versions = this.st.occurrences.all(n.id, dirId) as [
+          number,
+          number | null,
+          number | null,
+          string,
+        ][];
+        const list: number[] = [];
+        let best: [number, number | null, number | null] | undefined;
+        let bestRank = Infinity;
+        for (const [type, size, mtime, ids] of versions) {
+          for (const part of ids.split(',')) {
+            const id = Number(part);
+            const r = id < rank.length ? rank[id] : 0;
+            if (r === 0) continue;
+            list.push(id);
+            if (r < bestRank) {
+              bestRank = r;
+              best = [type, size, mtime];
+            }
+          }
+        }
+        if (!best) continue;
+        list.sort((x, y) => rank[x] - rank[y]);
         const dir = this.dirPath(dirId);
         hits.push({
           path: (dir === '/' ? '' : dir) + '/' + n.name,
           name: n.name,
-          type: NODE_TYPES[occ[0].type],
-          snapshots: occ.map((o) => o.snapshot),
-          size: occ[0].size,
-          mtime: occ[0].mtime,
+          type: NODE_TYPES[best[0]],
+          snapshots: list,
+          size: best[1],
+          mtime: best[2],
         });
       }
     }
