@@ -146,6 +146,8 @@ export interface Job {
   retention: Retention;
   options: JobOptions;
   createdAt: string;
+  /** The value this job writes into its snapshots' `job` field (which snapshots are the job's). */
+  snapshotTag: string;
 }
 
 export interface RunCounters {
@@ -235,6 +237,8 @@ export interface JobSummary extends Job {
   /** Bytes the repository takes on disk, when known. */
   repoBytes: number | null;
   running: boolean;
+  /** The last repository check made in this session, if any. */
+  lastCheck?: CheckSummary;
 }
 
 export interface SnapshotInfo {
@@ -275,6 +279,24 @@ export interface FileVersion {
   mtime: string;
   /** True when the content differs from the next older version. */
   changed: boolean;
+}
+
+/** What a retention policy would do to a job's snapshots now (nothing is deleted by a preview). */
+export interface RetentionPreview {
+  keep: (SnapshotInfo & { reasons: string[] })[];
+  remove: SnapshotInfo[];
+}
+
+/** The result of verifying a job's repository. */
+export interface CheckSummary {
+  ok: boolean;
+  checkedAt: string;
+  readData: boolean;
+  snapshots: number;
+  packs: number;
+  problems: { kind: string; object: string; message: string; affects: string[] }[];
+  /** Packs left by interrupted runs (harmless; the next prune removes them). */
+  unreferencedPacks: number;
 }
 
 export interface DirListing {
@@ -336,6 +358,8 @@ export const argSchemas = {
       newPassword: z.string().min(8, 'use at least 8 characters'),
     })
     .strict(),
+  'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
+  'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
   'runs.list': z
     .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
     .strict(),
@@ -397,6 +421,8 @@ export interface ApiResults {
   'jobs.remove': { removed: true };
   'jobs.runNow': RunSummary;
   'jobs.changePassword': { changed: true };
+  'jobs.previewRetention': RetentionPreview;
+  'jobs.check': CheckSummary;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;
   'runs.live': LiveRun[];

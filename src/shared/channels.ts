@@ -15,6 +15,8 @@ export const API_METHODS = [
   'jobs.remove',
   'jobs.runNow',
   'jobs.changePassword',
+  'jobs.previewRetention',
+  'jobs.check',
   'runs.list',
   'runs.get',
   'runs.live',

@@ -156,6 +156,35 @@ describe('API over the catalog', () => {
     });
     expect(versions).toHaveLength(1);
 
+    // a second job in the same repository: each job sees only its own snapshots
+    const other = await api.call('jobs.create', {
+      name: 'Other',
+      sources: [path.join(src, 'letters')],
+      destination: { kind: 'local', path: repo },
+      schedule: { kind: 'manual' },
+      password: 'letters password',
+    });
+    const run2 = await api.call('jobs.runNow', { id: created.id });
+    const run3 = await api.call('jobs.runNow', { id: other.id });
+    await until(() =>
+      [run2.id, run3.id].every((id) => events.some((e) => e.event === 'run.finished' && e.payload.id === id)),
+    );
+    expect(await api.call('snapshots.list', { jobId: created.id })).toHaveLength(2);
+    expect(await api.call('snapshots.list', { jobId: other.id })).toHaveLength(1);
+    const otherHits = await api.call('snapshots.search', { jobId: other.id, query: 'letter-3' });
+    expect(otherHits).toHaveLength(1);
+
+    // retention preview: nothing is deleted
+    const preview = await api.call('jobs.previewRetention', { id: created.id, retention: { keepLast: 1 } });
+    expect(preview.keep.map((k) => k.reasons)).toEqual([['last']]);
+    expect(preview.remove).toHaveLength(1);
+    expect(await api.call('snapshots.list', { jobId: created.id })).toHaveLength(2);
+
+    const check = await api.call('jobs.check', { id: created.id });
+    expect(check).toMatchObject({ ok: true, readData: false, problems: [] });
+    expect((await api.call('jobs.get', { id: created.id })).lastCheck?.ok).toBe(true);
+    await api.call('jobs.remove', { id: other.id });
+
     const wrong = api.call('jobs.changePassword', {
       id: created.id,
       oldPassword: 'nope',

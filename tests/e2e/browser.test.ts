@@ -206,6 +206,18 @@ suite('browser mode, end to end with the real engine', () => {
     expect(restored.equals(original)).toBe(true);
     await rd.getByRole('button', { name: 'Done' }).click();
 
+    // --- verify the repository from the dashboard, and preview retention when editing the job
+    const main = page.getByRole('navigation', { name: 'Main' });
+    await main.getByRole('button', { name: 'Dashboard' }).click();
+    await page.getByRole('button', { name: 'Check', exact: true }).click();
+    await page.getByText(/Repository verified: 1 snapshot/).waitFor({ timeout: 60_000 });
+    await page.getByText(/Verified .*: no problems/).waitFor();
+    await page.getByRole('button', { name: 'Edit My documents' }).click();
+    await page.getByRole('button', { name: 'Retention' }).click();
+    await page.getByText('With this policy all 1 existing snapshot(s) stay.').waitFor();
+    await shot('12a-wizard-retention-preview');
+    await page.getByRole('button', { name: 'Cancel' }).click();
+
     // --- history and settings, and the dark theme
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'History' }).click();
     await page.getByRole('button', { name: 'My documents' }).first().click();

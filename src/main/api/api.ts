@@ -16,6 +16,7 @@ import {
   type ApiMethod,
   type ApiParsedArgs,
   type ApiResults,
+  type CheckSummary,
   type DirListing,
   type Health,
   type Job,
@@ -28,6 +29,7 @@ import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager } from './runner.js';
 import type { MemoryState } from './state.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
+import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -41,6 +43,7 @@ export class TidemarkApi {
   private walker = new TreeWalker();
   private repos = new Map<string, RepoEntry>();
   private stats = new Map<string, { snapshots: number; bytes: number | null }>();
+  private checks = new Map<string, CheckSummary>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
   private handlers: Handlers;
 
@@ -138,7 +141,8 @@ export class TidemarkApi {
 
   private async snapshotsOf(job: Job): Promise<{ repo: RepoHandle; snaps: SnapshotEntry[] }> {
     const repo = await this.repoFor(job);
-    const snaps = await repo.listSnapshots();
+    // a repository may hold several jobs' (and the CLI's) snapshots: show this job's own
+    const snaps = (await repo.listSnapshots()).filter((x) => x.job === job.snapshotTag);
     this.stats.set(job.id, { snapshots: snaps.length, bytes: this.stats.get(job.id)?.bytes ?? null });
     return { repo, snaps };
   }
@@ -166,6 +170,8 @@ export class TidemarkApi {
               ? 'ok'
               : 'warning';
     }
+    const lastCheck = this.checks.get(job.id);
+    if (lastCheck && !lastCheck.ok) health = 'error';
     const stats = this.stats.get(job.id);
     if (!stats) {
       this.stats.set(job.id, { snapshots: 0, bytes: null });
@@ -180,6 +186,7 @@ export class TidemarkApi {
       snapshotCount: stats?.snapshots ?? 0,
       repoBytes: stats?.bytes ?? null,
       running: this.runs.isRunning(job.id),
+      lastCheck,
     };
   }
 
@@ -391,6 +398,38 @@ export class TidemarkApi {
         await s.jobs.setJobPassword(job.id, a.newPassword);
         this.dropRepo(job.id);
         return { changed: true as const };
+      },
+      'jobs.previewRetention': async (a) => {
+        const { snaps } = await this.snapshotsOf(await this.job(a.id));
+        const d = applyRetentionPolicy(snaps, a.retention);
+        return {
+          keep: d.keep.map((k) => ({ ...snapshotInfo(k.snapshot), reasons: k.reasons })),
+          remove: d.remove.map(snapshotInfo),
+        };
+      },
+      'jobs.check': async (a) => {
+        const job = await this.job(a.id);
+        if (!s.engine.check) throw new ApiUsageError('UNSUPPORTED', 'this engine cannot check repositories');
+        const repo = await this.repoFor(job);
+        const readData = a.readData ?? false;
+        const report = await s.engine.check(repo, { readData });
+        const summary: CheckSummary = {
+          ok: report.ok,
+          checkedAt: new Date((s.now ?? Date.now)()).toISOString(),
+          readData,
+          snapshots: report.snapshots,
+          packs: report.packs,
+          problems: report.problems.map((p) => ({
+            kind: p.kind,
+            object: p.object,
+            message: p.message,
+            affects: p.affects,
+          })),
+          unreferencedPacks: report.unreferencedPacks.length,
+        };
+        this.checks.set(job.id, summary);
+        this.emit('jobs.changed', { jobId: job.id });
+        return summary;
       },
       'runs.list': async (a) => s.runs.listRuns({ jobId: a.jobId, limit: a.limit ?? 100 }),
       'runs.get': async (a) => {

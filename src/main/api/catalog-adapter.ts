@@ -144,6 +144,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         verifyAfter: j.options.verifyAfterBackup,
       },
       createdAt: iso(j.createdAt),
+      snapshotTag: j.key,
     };
   }
 
@@ -304,12 +305,19 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       );
   }
 
-  search(jobId: string, query: string, limit: number): SearchHit[] | null {
+  /** The job's own snapshots in the catalog, or null while any of them is not indexed yet. */
+  private jobSnapshots(jobId: string): SnapshotRow[] | null {
     const j = this.cjob(jobId);
     if (!j) return null;
-    const rows = this.catalog.listSnapshots(j.repositoryId);
-    if (rows.length === 0 || rows.some((r) => !r.indexed)) return null; // the walker sees every snapshot
-    const hits = this.catalog.files.search(query, { repositoryId: j.repositoryId, limit });
+    const rows = this.catalog.listSnapshots(j.repositoryId, { job: j.key });
+    if (rows.length === 0 || rows.some((r) => !r.indexed)) return null; // the tree walker sees them all
+    return rows;
+  }
+
+  search(jobId: string, query: string, limit: number): SearchHit[] | null {
+    const rows = this.jobSnapshots(jobId);
+    if (!rows) return null;
+    const hits = this.catalog.files.search(query, { snapshots: rows.map((r) => r.id), limit });
     const byRow = new Map(rows.map((r) => [r.id, r]));
     return hits.flatMap((h) => {
       const snap = byRow.get(h.snapshots[0]);
@@ -328,20 +336,24 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
   }
 
   versions(jobId: string, p: string): FileVersion[] | null {
-    const j = this.cjob(jobId);
-    if (!j) return null;
-    const rows = this.catalog.listSnapshots(j.repositoryId);
-    if (rows.length === 0 || rows.some((r) => !r.indexed)) return null;
-    return this.catalog.files
-      .history(p, { repositoryId: j.repositoryId })
-      .map((v) => ({
+    const rows = this.jobSnapshots(jobId);
+    if (!rows) return null;
+    const mine = new Set(rows.map((r) => r.id));
+    let prev: string | null = null;
+    const out: FileVersion[] = [];
+    for (const v of this.catalog.files.history(p, { repositoryId: rows[0].repositoryId })) {
+      if (!mine.has(v.snapshot)) continue;
+      const key = `${v.type}:${v.size}:${v.mtime}:${v.fingerprint}`;
+      out.push({
         snapshotId: v.snapId,
         snapshotTime: iso(v.time),
         size: v.size ?? 0,
         mtime: iso(v.mtime),
-        changed: v.changed,
-      }))
-      .reverse();
+        changed: key !== prev,
+      });
+      prev = key;
+    }
+    return out.reverse();
   }
 }
 

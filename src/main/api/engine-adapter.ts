@@ -9,6 +9,7 @@ import { Repository } from '../engine/repo/repository.js';
 import type {
   BackupOptions,
   BackupResult,
+  CheckReport,
   RestoreOptions,
   RestoreResult,
   RetentionPolicy,
@@ -16,6 +17,7 @@ import type {
 import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { forget } from '../engine/repo/retention.js';
+import { check } from '../engine/check/index.js';
 import type { Engine, PauseGate, RepoHandle } from './services.js';
 
 class RealHandle implements RepoHandle {
@@ -84,6 +86,10 @@ export class RealEngine implements Engine {
 
   async forget(handle: RepoHandle, policy: RetentionPolicy): Promise<void> {
     await forget((handle as RealHandle).repo, policy, { dryRun: false });
+  }
+
+  check(handle: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport> {
+    return check((handle as RealHandle).repo, opts);
   }
 
   async changePassword(location: string, oldPassword: string, newPassword: string): Promise<void> {

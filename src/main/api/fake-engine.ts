@@ -12,6 +12,7 @@ import type {
   BackupOptions,
   BackupProgress,
   BackupResult,
+  CheckReport,
   RestoreOptions,
   RestoreResult,
 } from '../engine/operations.js';
@@ -80,6 +81,19 @@ export class FakeEngine implements Engine {
     let n = 0;
     for (const b of repo.blobs.values()) n += b.length;
     return n;
+  }
+
+  async check(handle: RepoHandle): Promise<CheckReport> {
+    const repo = (handle as FakeHandle).repo;
+    return {
+      ok: true,
+      problems: [],
+      unreferencedPacks: [],
+      unusedBlobs: 0,
+      snapshots: repo.snapshots.length,
+      packs: 0,
+      blobs: repo.blobs.size,
+    };
   }
 
   async backup(handle: RepoHandle, opts: BackupOptions & { pauseGate?: PauseGate }): Promise<BackupResult> {

@@ -232,7 +232,7 @@ export class RunManager implements Runner {
       const result = await this.s.engine.backup(repo, {
         paths: job.sources,
         excludes,
-        job: job.id,
+        job: job.snapshotTag,
         tags: [`job:${job.name}`],
         forceFull: full,
         workers: job.options.workers ?? settings.workers,

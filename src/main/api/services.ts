@@ -5,6 +5,7 @@
 import type {
   BackupOptions,
   BackupResult,
+  CheckReport,
   RestoreOptions,
   RestoreResult,
   RetentionPolicy,
@@ -47,6 +48,8 @@ export interface Engine {
   changePassword?(location: string, oldPassword: string, newPassword: string): Promise<void>;
   /** Bytes the repository takes, when it can be measured cheaply. */
   repoBytes?(location: string): Promise<number | null>;
+  /** Verifies a repository (structure, or every byte with readData). */
+  check?(repo: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport>;
   /** True when backup() honours `pauseGate`. */
   readonly supportsPause: boolean;
 }
@@ -54,7 +57,7 @@ export interface Engine {
 type MaybePromise<T> = T | Promise<T>;
 
 /** A job as the user configures it (what the wizard sends, minus the password). */
-export type JobSpec = Omit<Job, 'id' | 'createdAt'>;
+export type JobSpec = Omit<Job, 'id' | 'createdAt' | 'snapshotTag'>;
 
 /** Jobs and their repository passwords (passwords never sit with the jobs themselves). */
 export interface JobStore {

@@ -34,10 +34,12 @@ export class MemoryState implements JobStore, RunStore, SettingsStore {
   }
   createJob(spec: JobSpec, password: string): Job {
     const now = Date.now();
+    const id = `job-${now.toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
     const job: Job = {
       ...structuredClone(spec),
-      id: `job-${now.toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
+      id,
       createdAt: new Date(now).toISOString(),
+      snapshotTag: id,
     };
     this.jobs.set(job.id, job);
     this.setJobPassword(job.id, password);
@@ -47,7 +49,7 @@ export class MemoryState implements JobStore, RunStore, SettingsStore {
   updateJob(id: string, spec: JobSpec): Job {
     const cur = this.jobs.get(id);
     if (!cur) throw new Error(`no job ${id}`);
-    const job: Job = { ...structuredClone(spec), id, createdAt: cur.createdAt };
+    const job: Job = { ...structuredClone(spec), id, createdAt: cur.createdAt, snapshotTag: cur.snapshotTag };
     this.jobs.set(id, job);
     this.changed();
     return structuredClone(job);

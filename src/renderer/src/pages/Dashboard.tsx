@@ -29,6 +29,8 @@ function scheduleText(j: JobSummary): string {
 function JobCard({ job }: { job: JobSummary }) {
   const navigate = useApp((s) => s.navigate);
   const runNow = useJobs((s) => s.runNow);
+  const check = useJobs((s) => s.check);
+  const checking = useJobs((s) => s.checking.includes(job.id));
   const live = useRuns((s) => Object.values(s.live).find((l) => l.run.jobId === job.id));
   const last = job.lastRun;
   return (
@@ -79,6 +81,13 @@ function JobCard({ job }: { job: JobSummary }) {
           <dd>{bytes(job.repoBytes)}</dd>
         </div>
       </dl>
+      {job.lastCheck ? (
+        <p className={`small ${job.lastCheck.ok ? 'muted' : 'error-text'}`}>
+          {job.lastCheck.ok
+            ? `Verified ${when(job.lastCheck.checkedAt)}: no problems`
+            : `Check ${when(job.lastCheck.checkedAt)}: ${job.lastCheck.problems.length} problem(s) — ${job.lastCheck.problems[0]?.message ?? ''}`}
+        </p>
+      ) : null}
       {last?.status === 'failed' && last.error ? (
         <p className="error-text small" role="status">
           {last.error.message}
@@ -126,6 +135,14 @@ function JobCard({ job }: { job: JobSummary }) {
             <Icon name="clock" size={16} /> Full backup
           </button>
         ) : null}
+        <button
+          className="button ghost"
+          disabled={checking || job.snapshotCount === 0}
+          title="Verify that the repository is complete and readable"
+          onClick={() => void check(job.id)}
+        >
+          <Icon name="check" size={16} /> {checking ? 'Checking…' : 'Check'}
+        </button>
       </footer>
     </article>
   );

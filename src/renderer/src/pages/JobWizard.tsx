@@ -80,6 +80,31 @@ function NumberField({
   );
 }
 
+/** For an existing job: what the policy would keep and remove now (a dry run; nothing is deleted). */
+function RetentionPreviewLine({ jobId, retention }: { jobId: string; retention: Retention }) {
+  const [text, setText] = useState<string>('');
+  useEffect(() => {
+    const t = setTimeout(() => {
+      api
+        .call('jobs.previewRetention', { id: jobId, retention })
+        .then((p) =>
+          setText(
+            p.remove.length
+              ? `With this policy ${p.keep.length} snapshot(s) stay and ${p.remove.length} would be removed after the next backup.`
+              : `With this policy all ${p.keep.length} existing snapshot(s) stay.`,
+          ),
+        )
+        .catch(() => setText(''));
+    }, 300);
+    return () => clearTimeout(t);
+  }, [jobId, retention]);
+  return text ? (
+    <p className="span retention-preview" role="status">
+      {text}
+    </p>
+  ) : null;
+}
+
 export function JobWizard({ jobId }: { jobId?: string }) {
   const info = useApp((s) => s.info);
   const navigate = useApp((s) => s.navigate);
@@ -471,6 +496,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
             <p className="hint span">
               Older snapshots are thinned out after each backup. A snapshot kept by any rule stays.
             </p>
+            {editing ? <RetentionPreviewLine jobId={jobId!} retention={form.retention} /> : null}
             {(
               [
                 ['keepLast', 'Keep the last', 'snapshots'],

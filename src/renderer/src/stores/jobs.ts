@@ -9,6 +9,9 @@ interface JobsState {
   load(): Promise<void>;
   runNow(id: string, full?: boolean): Promise<RunSummary | null>;
   remove(id: string): Promise<void>;
+  /** Verifies the job's repository; reports the result as a toast. */
+  check(id: string): Promise<void>;
+  checking: string[];
 }
 
 export const useJobs = create<JobsState>((set, get) => ({
@@ -29,6 +32,29 @@ export const useJobs = create<JobsState>((set, get) => ({
     } catch (err) {
       useApp.getState().toast('error', errorMessage(err));
       return null;
+    }
+  },
+  checking: [],
+  async check(id) {
+    set((s) => ({ checking: [...s.checking, id] }));
+    try {
+      const r = await api.call('jobs.check', { id });
+      const app = useApp.getState();
+      if (r.ok)
+        app.toast(
+          'success',
+          `Repository verified: ${r.snapshots} snapshot(s), ${r.packs} pack(s), no problems`,
+        );
+      else
+        app.toast(
+          'error',
+          `Repository check found ${r.problems.length} problem(s): ${r.problems[0]?.message ?? ''}`,
+        );
+    } catch (err) {
+      useApp.getState().toast('error', errorMessage(err));
+    } finally {
+      set((s) => ({ checking: s.checking.filter((x) => x !== id) }));
+      void get().load();
     }
   },
   async remove(id) {
