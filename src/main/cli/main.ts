@@ -4,6 +4,7 @@
  */
 import { runCli, type CommandRegistrar } from './program.js';
 import { registerJobCommands } from './commands/jobs.js';
+import { registerDaemonCommand } from './commands/daemon.js';
 import { EXIT } from './exitCodes.js';
 
 const controller = new AbortController();
@@ -16,23 +17,14 @@ process.on('SIGINT', () => {
 });
 process.on('SIGTERM', () => controller.abort());
 
-const registrars: CommandRegistrar[] = [registerJobCommands];
-for (const [file, name] of [
-  ['./commands/daemon.js', 'registerDaemonCommand'],
-  ['./commands/serve.js', 'registerServeCommand'],
-]) {
-  try {
-    const r = (await import(/* @vite-ignore */ file))[name];
-    if (typeof r === 'function') registrars.push(r);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-  }
-}
+const registrars: CommandRegistrar[] = [registerJobCommands, registerDaemonCommand];
 
 // Benchmarks ask for the event-loop delay of the process hosting the engine (DESIGN.md §1 rule 5).
 const statsFile = process.env.TIDEMARK_BENCH_STATS;
 const RESOLUTION_MS = 5;
-const loopDelay = statsFile ? (await import('node:perf_hooks')).monitorEventLoopDelay({ resolution: RESOLUTION_MS }) : undefined;
+const loopDelay = statsFile
+  ? (await import('node:perf_hooks')).monitorEventLoopDelay({ resolution: RESOLUTION_MS })
+  : undefined;
 loopDelay?.enable();
 
 const code = await runCli(
@@ -50,7 +42,11 @@ if (statsFile && loopDelay) {
   (await import('node:fs')).writeFileSync(
     statsFile,
     JSON.stringify({
-      eventLoopDelayMs: { p50: ms(loopDelay.percentile(50)), p99: ms(loopDelay.percentile(99)), max: ms(loopDelay.max) },
+      eventLoopDelayMs: {
+        p50: ms(loopDelay.percentile(50)),
+        p99: ms(loopDelay.percentile(99)),
+        max: ms(loopDelay.max),
+      },
       userCpuMs: usage.userCPUTime / 1000,
       systemCpuMs: usage.systemCPUTime / 1000,
       maxRssKiB: usage.maxRSS,
