@@ -127,4 +127,23 @@ describe('Catalog records', () => {
     expect(c.files.search('hello').map((h) => h.path)).toEqual(['/x/hello.txt']);
     c.close();
   });
+
+  it('builds the name index after a first bulk load, and restores it if a crash left it dropped', async () => {
+    const indexExists = (c: Catalog) =>
+      c.db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'entries_by_name'").pluck().get() === 1;
+    const c = new Catalog(dir);
+    const r = c.addRepository({ name: 'a', location: '/a', options: {} });
+    const f = new FakeRepo();
+    f.addSnapshot({ x: { 'hello.txt': 'h' } }, '2025-01-01T00:00:00Z');
+    let during: boolean | undefined;
+    await syncRepository(c, r.id, f, { onIndexed: () => (during = indexExists(c)) });
+    expect(during).toBe(false); // dropped while the empty index was bulk-loaded
+    expect(indexExists(c)).toBe(true);
+    c.db.exec('DROP INDEX entries_by_name'); // as if the process died mid-load
+    c.close();
+    const again = new Catalog(dir);
+    expect(indexExists(again)).toBe(true);
+    expect(again.files.search('hello')).toHaveLength(1);
+    again.close();
+  });
 });

@@ -67,12 +67,14 @@ async function syncLocked(
     // A first index (or a long backlog) writes mostly new names: keep them all in memory meanwhile.
     const preloadNames = todo.length > 0 && (todo.length === rows.length || todo.length >= 10);
     try {
-      for (const row of todo) {
-        const stats = await indexSnapshotRow(catalog, row, source, opts.signal, preloadNames);
-        for (const k of Object.keys(total) as (keyof IndexStats)[]) total[k] += stats[k];
-        indexed++;
-        opts.onIndexed?.(row, stats);
-      }
+      await catalog.files.bulkLoad(async () => {
+        for (const row of todo) {
+          const stats = await indexSnapshotRow(catalog, row, source, opts.signal, preloadNames);
+          for (const k of Object.keys(total) as (keyof IndexStats)[]) total[k] += stats[k];
+          indexed++;
+          opts.onIndexed?.(row, stats);
+        }
+      });
     } finally {
       if (preloadNames) catalog.files.releaseMemory();
     }
