@@ -6,6 +6,7 @@ import path from 'node:path';
 import { collect, nativeSkipReason, scratchDir, startNative } from './helpers.js';
 import type { NativeTracker } from '../../src/main/tracking/native.js';
 import { startChangeTracker } from '../../src/main/tracking/select.js';
+import { ChangeJournal } from '../../src/main/tracking/journal.js';
 
 const dirsToRemove: string[] = [];
 afterAll(() => dirsToRemove.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
@@ -205,6 +206,58 @@ describe.skipIf(!!nativeSkipReason('inotify'))('native tracker wrapper', () => {
     expect(() => new addon!.Tracker('bogus', ['/'], () => {}).start()).toThrow(/not available/);
   });
 });
+
+const QUEUE_SYSCTL = '/proc/sys/fs/inotify/max_queued_events';
+const canShrinkQueue = (() => {
+  try {
+    fs.accessSync(QUEUE_SYSCTL, fs.constants.W_OK);
+    return !nativeSkipReason('inotify');
+  } catch {
+    return false;
+  }
+})();
+describe.skipIf(!canShrinkQueue)(
+  `inotify queue overflow${canShrinkQueue ? '' : ' (skipped: needs root to shrink fs.inotify.max_queued_events)'}`,
+  () => {
+    it('an overflowing queue is reported as lost, and the journal refuses to vouch past it', async () => {
+      const top = scratchDir('overflow');
+      dirsToRemove.push(top);
+      const base = path.join(top, 'root');
+      fs.mkdirSync(base);
+      const old = fs.readFileSync(QUEUE_SYSCTL, 'utf8').trim();
+      let t: NativeTracker;
+      // the limit is taken when the inotify instance is created: shrink it for that moment only
+      fs.writeFileSync(QUEUE_SYSCTL, '16');
+      try {
+        t = await startNative('inotify', [base]);
+      } finally {
+        fs.writeFileSync(QUEUE_SYSCTL, old);
+      }
+      const journal = new ChangeJournal(path.join(top, 'data'), { persistDelayMs: 5 });
+      try {
+        await journal.attach(t);
+        const before = journal.cursor()!;
+        const c = collect(t);
+        // each new directory costs the reader a watch and a listing, so it falls behind at once
+        for (let i = 0; i < 3000; i++) fs.mkdirSync(path.join(base, `d${i}`));
+        const r = await c.take();
+        expect(r.lost.join()).toMatch(/overflow/);
+        const verdict = journal.changesSince(before as never, [base]);
+        expect(verdict.ok).toBe(false);
+        expect(!verdict.ok && verdict.reason).toMatch(/overflow/);
+        // a backup that starts after the overflow is a new baseline
+        const after = journal.cursor()!;
+        fs.writeFileSync(path.join(base, 'later'), 'y');
+        await journal.sync();
+        const next = journal.changesSince(after as never, [base]);
+        expect(next.ok && [...next.hint.dirtyDirs]).toEqual([base]);
+      } finally {
+        await t.stop();
+        await journal.close();
+      }
+    });
+  },
+);
 
 describe('backend selection', () => {
   it('falls back to "none" with the reasons when nothing can start', async () => {
