@@ -71,3 +71,13 @@ export class TruncatedReadError extends TransientStoreError {
     super(`${what}: read ${got} of ${expected} bytes (connection cut short)`, { code: 'TRUNCATED_READ' });
   }
 }
+
+/** A compare-and-swap write lost: the object is no longer the version the writer read. */
+export class ObjectChangedError extends TidemarkError {
+  constructor(what: string, why: string) {
+    super(
+      'OBJECT_CHANGED',
+      `${what} changed while this computer was updating it (${why}); read it again and retry`,
+    );
+  }
+}

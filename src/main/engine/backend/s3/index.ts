@@ -60,6 +60,7 @@ import {
   S3InsecureEndpointError,
   S3ProtocolError,
   S3WrongKeysError,
+  ObjectChangedError,
   TransientStoreError,
   TruncatedReadError,
 } from './errors.js';
@@ -143,6 +144,10 @@ interface SdkError {
   $response?: { statusCode?: number; headers?: Record<string, string> };
 }
 
+function unquote(etag: string | undefined): string {
+  return (etag ?? '').replace(/^W\//, '').replace(/^"|"$/g, '');
+}
+
 /** Parses "20261130T072022Z" (x-amz-date) as well as ISO and HTTP dates; NaN when unreadable. */
 export function parseAmzDate(s: string): number {
   const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(s.trim());
@@ -164,6 +169,8 @@ export class S3Backend implements Backend {
   private readonly contentMd5: boolean;
   private readonly createBucket: boolean;
   private conditional: Promise<boolean> | undefined;
+  /** How this store wants If-Match values: quoted (HTTP, AWS) or bare (Ceph 16). Learned on first refusal. */
+  private ifMatchStyle: 'quoted' | 'bare' = 'quoted';
   /** Offset of the server's clock from ours in ms (server − local), from the last response's Date header. */
   lastServerDateOffsetMs: number | undefined;
 
@@ -467,16 +474,77 @@ export class S3Backend implements Backend {
 
   /** Size of the object at key, or undefined when it does not exist. */
   private async head(key: string, what: string): Promise<number | undefined> {
+    return (await this.headInfo(key, what))?.size;
+  }
+
+  /** Size and ETag (without quotes) of the object at key, or undefined when it does not exist. */
+  private async headInfo(key: string, what: string): Promise<{ size: number; etag: string } | undefined> {
     try {
       const res = await this.request('read', what, () =>
         this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key })),
       );
-      return res.ContentLength ?? 0;
+      return { size: res.ContentLength ?? 0, etag: unquote(res.ETag) };
     } catch (err) {
       if (err instanceof NotFoundError) return undefined;
       if (err instanceof S3AccessDeniedError && (err.cause as SdkError | undefined)?.name !== 'AccessDenied')
         throw await this.explainHeadRefusal(key, what, err);
       throw err;
+    }
+  }
+
+  /** The object's current ETag (no quotes), or undefined when it does not exist. For compare-and-swap. */
+  async etag(type: ObjectType, name: string): Promise<string | undefined> {
+    return (await this.headInfo(this.key(type, name), `${type}/${name}`))?.etag;
+  }
+
+  /**
+   * Compare-and-swap: replaces the object only while its ETag is still `etag` (If-Match), and returns
+   * the new ETag. Throws ObjectChangedError when another writer got there first.
+   *
+   * HTTP wants the ETag quoted, and AWS accepts that; Ceph 16 only matches the bare value. So the
+   * standard form goes first, and when the store refuses it although the object does carry that ETag,
+   * the bare form is used from then on. Stores that ignore If-Match entirely give no protection; the
+   * connection test's conditional-write probe tells them apart for If-None-Match.
+   */
+  async replaceIfMatch(type: ObjectType, name: string, data: Uint8Array, etag: string): Promise<string> {
+    const key = this.key(type, name);
+    const what = `${type}/${name}`;
+    const bare = unquote(etag);
+    const put = (ifMatch: string) =>
+      this.request('write', what, () =>
+        this.client.send(
+          new PutObjectCommand({
+            Bucket: this.bucket,
+            Key: key,
+            Body: data,
+            ContentLength: data.length,
+            ContentMD5: this.md5(data),
+            IfMatch: ifMatch,
+          }),
+        ),
+      );
+    const attempt = async (style: 'quoted' | 'bare') => {
+      const res = await put(style === 'quoted' ? `"${bare}"` : bare);
+      return unquote(res.ETag) || (await this.etag(type, name)) || '';
+    };
+    try {
+      return await attempt(this.ifMatchStyle);
+    } catch (err) {
+      const refused =
+        err instanceof ObjectExistsError || (err instanceof NotFoundError && this.ifMatchStyle === 'quoted');
+      if (!refused) throw err;
+      const current = await this.etag(type, name);
+      if (current === undefined) throw new ObjectChangedError(what, 'it was deleted');
+      if (current !== bare || this.ifMatchStyle === 'bare')
+        throw new ObjectChangedError(what, 'another writer replaced it');
+      // The object still has the ETag we named, yet the store refused: it wants the bare form.
+      this.ifMatchStyle = 'bare';
+      try {
+        return await attempt('bare');
+      } catch (e) {
+        if (e instanceof ObjectExistsError) throw new ObjectChangedError(what, 'another writer replaced it');
+        throw e;
+      }
     }
   }
 
