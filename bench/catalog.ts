@@ -4,7 +4,14 @@
  * indexing speed (files/s), database size per indexed file, listing a 10,000-entry folder, name search
  * over the indexed paths, and the version history of one path across 100 snapshots.
  *
- * Options: --files N (default 1,000,000), --snapshots N (default 100), --dir PATH (keep the database).
+ * Shape: /big holds 10,000 files; the rest sit 20 to a folder under /dNN/mNN/lNN; names mix ~90 words,
+ * numbers and 8 extensions (about 60% distinct). Each incremental snapshot changes 20 random folders
+ * plus /d00/m00/l00 (whose notes.txt therefore has 100 versions). Trees are stored JSON-encoded and
+ * decoded on every load, as from a repository, minus decryption and I/O.
+ * Wall times on a shared machine depend on its load: CPU times are printed beside them.
+ *
+ * Options: --files N (default 1,000,000), --snapshots N (default 100), --dir PATH (database folder,
+ * kept; default a temp folder that is removed).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
