@@ -61,7 +61,7 @@ describe('tidemark job / catalog commands', () => {
     );
     expect(add.err).toBe('');
     expect(add.code).toBe(0);
-    expect(add.out).toMatch(/job 1 "docs": daily at 02:30, keep last 3/);
+    expect(add.out).toMatch(/job 1 "docs": daily at 02:30, keep last 3 → /);
 
     const edit = await cli(
       'job',

@@ -130,8 +130,20 @@ function scheduleFrom(o: any): Schedule | undefined {
   return s;
 }
 
-function retentionFrom(o: any, base: RetentionPolicy = {}): RetentionPolicy {
-  const r: RetentionPolicy = { ...base };
+const KEEP_OPTIONS = [
+  'keepLast',
+  'keepHourly',
+  'keepDaily',
+  'keepWeekly',
+  'keepMonthly',
+  'keepYearly',
+  'keepTag',
+];
+const keepGiven = (o: any) => KEEP_OPTIONS.some((k) => o[k] !== undefined);
+
+/** The retention policy the --keep-… options describe (they replace the whole policy). */
+function retentionFrom(o: any): RetentionPolicy {
+  const r: RetentionPolicy = {};
   const map: [string, keyof RetentionPolicy][] = [
     ['keepLast', 'keepLast'],
     ['keepHourly', 'keepHourly'],
@@ -244,7 +256,10 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         ),
         excludes: o.exclude ?? [],
         schedule,
-        retention: retentionFrom(o, { keepDaily: 7, keepWeekly: 4, keepMonthly: 12, keepYearly: 3 }),
+        // Without --keep-… options: a week of dailies, a month of weeklies, a year of monthlies, 3 yearlies.
+        retention: keepGiven(o)
+          ? retentionFrom(o)
+          : { keepDaily: 7, keepWeekly: 4, keepMonthly: 12, keepYearly: 3 },
         compressionLevel: o.compression ?? 3,
         options: {
           verifyAfterBackup: !!o.verify,
@@ -317,16 +332,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         patch.excludes = [...(o.clearExcludes ? [] : cur.excludes), ...(o.exclude ?? [])];
       const s = scheduleFrom(o);
       if (s) patch.schedule = s;
-      const keepGiven = [
-        'keepLast',
-        'keepHourly',
-        'keepDaily',
-        'keepWeekly',
-        'keepMonthly',
-        'keepYearly',
-        'keepTag',
-      ].some((k) => o[k] !== undefined);
-      if (keepGiven) patch.retention = retentionFrom(o, {});
+      if (keepGiven(o)) patch.retention = retentionFrom(o);
       if (o.compression !== undefined) patch.compressionLevel = o.compression;
       const options = { ...cur.options };
       if (o.verify !== undefined) options.verifyAfterBackup = o.verify;
