@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import crypto from 'node:crypto';
 import {
+  ListMultipartUploadsCommand,
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   HeadObjectCommand,
@@ -85,6 +86,38 @@ if (typeof rgw === 'string') {
         expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
         const winner = results.findIndex((r) => r.status === 'fulfilled');
         expect((await b.load('locks', 'leader')).toString()).toBe(`racer ${winner}`);
+      } finally {
+        await b.close();
+        await emptyPrefix(rgw, b);
+      }
+    });
+
+    it('aborts multipart uploads that a crashed writer left unfinished, and only old ones', async () => {
+      const b = s3Backend(rgw, 'conformance');
+      try {
+        await b.init();
+        for (const n of ['ab01', 'ab02']) {
+          const { UploadId } = await b.sdk.send(
+            new CreateMultipartUploadCommand({ Bucket: b.bucket, Key: b.key('data', n) }),
+          );
+          await b.sdk.send(
+            new UploadPartCommand({
+              Bucket: b.bucket,
+              Key: b.key('data', n),
+              UploadId,
+              PartNumber: 1,
+              Body: Buffer.alloc(1000),
+              ContentLength: 1000,
+            }),
+          );
+        }
+        const pending = async () =>
+          (await b.sdk.send(new ListMultipartUploadsCommand({ Bucket: b.bucket, Prefix: `${b.prefix}/` })))
+            .Uploads ?? [];
+        expect(await pending()).toHaveLength(2);
+        expect(await b.abortStaleUploads(60 * 60_000)).toBe(0); // just started: someone may still be uploading
+        expect(await b.abortStaleUploads(-60_000)).toBe(2);
+        expect(await pending()).toHaveLength(0);
       } finally {
         await b.close();
         await emptyPrefix(rgw, b);

@@ -13,7 +13,7 @@ import {
   S3InsecureEndpointError,
   S3WrongKeysError,
 } from '../../src/main/engine/backend/s3/index.js';
-import { openBackend } from '../../src/main/engine/backend/open.js';
+import { innermostBackend, openBackend } from '../../src/main/engine/backend/open.js';
 import { randomPrefix, startS3rver, useRadosgw, type S3Server } from './servers.js';
 
 let server: S3Server;
@@ -115,6 +115,7 @@ describe('S3 connection test and named errors (s3rver)', () => {
     await b.save('keys', 'k1', Buffer.from('key'));
     expect((await b.load('keys', 'k1')).toString()).toBe('key');
     expect(b.constructor.name).toBe('RetryBackend');
+    expect(innermostBackend(b)).toBeInstanceOf(S3Backend);
     await b.close();
     await expect(openBackend(`s3:${server.endpoint}/conn`, { env: {} })).rejects.toThrow(/no S3 access keys/);
     const fromEnv = await openBackend(`s3:${server.endpoint}/conn/x`, {

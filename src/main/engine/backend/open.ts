@@ -101,3 +101,14 @@ export async function openBackend(location: string, options: BackendOptions = {}
   if (options.readOnly) b = new ReadOnlyBackend(b);
   return b;
 }
+
+/**
+ * The store under a stack of wrappers (each keeps its inner backend in `inner`), for features only a
+ * store has — e.g. `S3Backend.abortStaleUploads()` for prune, `replaceIfMatch()` for compare-and-swap,
+ * `conditionalWrites()` to learn whether If-None-Match is atomic there.
+ */
+export function innermostBackend(b: Backend): Backend {
+  let cur = b;
+  while ((cur as { inner?: Backend }).inner) cur = (cur as { inner?: Backend }).inner!;
+  return cur;
+}

@@ -39,6 +39,7 @@ import {
   UploadPartCommand,
   CompleteMultipartUploadCommand,
   AbortMultipartUploadCommand,
+  ListMultipartUploadsCommand,
   CreateBucketCommand,
   type PutObjectCommandInput,
 } from '@aws-sdk/client-s3';
@@ -751,6 +752,54 @@ export class S3Backend implements Backend {
       });
     }
     return this.conditional;
+  }
+
+  /**
+   * Aborts multipart uploads under the prefix that were started more than `olderThanMs` ago (by the
+   * store's clock) and never completed — left by a process that crashed or lost its connection while
+   * uploading a pack. Their parts are invisible but billed. Prune calls this; the default age (a day)
+   * is far beyond any upload still in progress. Returns how many were aborted; 0 on stores that do
+   * not list uploads.
+   */
+  async abortStaleUploads(olderThanMs = 24 * 60 * 60_000): Promise<number> {
+    const cutoff = Date.now() + (this.lastServerDateOffsetMs ?? 0) - olderThanMs;
+    const prefix = this.prefix ? `${this.prefix}/` : '';
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    let aborted = 0;
+    for (;;) {
+      let res;
+      try {
+        res = await this.request('list', 'unfinished uploads', () =>
+          this.client.send(
+            new ListMultipartUploadsCommand({
+              Bucket: this.bucket,
+              Prefix: prefix,
+              KeyMarker: keyMarker,
+              UploadIdMarker: uploadIdMarker,
+            }),
+          ),
+        );
+      } catch (err) {
+        if (err instanceof S3ProtocolError) return aborted; // e.g. NotImplemented
+        throw err;
+      }
+      for (const u of res.Uploads ?? []) {
+        if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated.getTime() > cutoff) continue;
+        await this.request('delete', `unfinished upload of ${u.Key}`, () =>
+          this.client.send(
+            new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }),
+          ),
+        ).catch((err: unknown) => {
+          if (!(err instanceof NotFoundError) && (err as SdkError)?.name !== 'NoSuchUpload') throw err;
+        });
+        aborted++;
+      }
+      if (!res.IsTruncated) return aborted;
+      keyMarker = res.NextKeyMarker;
+      uploadIdMarker = res.NextUploadIdMarker;
+      if (!keyMarker && !uploadIdMarker) return aborted;
+    }
   }
 
   async close(): Promise<void> {
