@@ -14,7 +14,7 @@ import {
   S3WrongKeysError,
 } from '../../src/main/engine/backend/s3/index.js';
 import { innermostBackend, openBackend } from '../../src/main/engine/backend/open.js';
-import { randomPrefix, startS3rver, useRadosgw, type S3Server } from './servers.js';
+import { randomPrefix, s3Backend, startS3rver, useRadosgw, type S3Server } from './servers.js';
 
 let server: S3Server;
 beforeAll(async () => {
@@ -133,13 +133,15 @@ describe.skipIf(typeof rgw === 'string')(
   () => {
     it('reports conditional-write support and a clean bill of health for the owner', async () => {
       const s = rgw as S3Server;
+      const setup = s3Backend(s, 'conn');
+      await setup.init(); // the connection test itself never creates a bucket
+      await setup.close();
       const report = await testConnection({
         endpoint: s.endpoint,
         accessKeyId: s.accessKeyId,
         secretAccessKey: s.secretAccessKey,
         bucket: 'conn',
         prefix: randomPrefix(),
-        createBucket: true,
       });
       expect(report.ok).toBe(true);
       expect(report.conditionalWrites).toBe(true);
