@@ -58,8 +58,9 @@ describe.skipIf(!avail.ok)('backups with block tracking equal full backups', () 
 
     for (let round = 0; round < 3; round++) {
       const fd = fs.openSync(big[0], 'r+');
+      // in-place writes confined to the first 4 MiB, so the engine has whole chunks to reuse after them
       for (let i = 0; i < 20; i++)
-        fs.writeSync(fd, randomBytes(3000), 0, 3000, Math.floor(Math.random() * 12 * MiB - 3000));
+        fs.writeSync(fd, randomBytes(3000), 0, 3000, Math.floor(Math.random() * (4 * MiB - 3000)));
       fs.closeSync(fd);
       execFileSync('fallocate', ['-p', '-o', String(MiB * (1 + round)), '-l', String(300_000), big[1]]);
       fs.appendFileSync(big[1], randomBytes(5000));
@@ -81,7 +82,9 @@ describe.skipIf(!avail.ok)('backups with block tracking equal full backups', () 
       await session.commit(tracked.snapshotId);
       const full = await backup(repo, { paths: [src], job: 'job', parent, forceFull: true });
       expect(await srcTree(tracked.snapshotId), `round ${round}`).toBe(await srcTree(full.snapshotId));
-      expect(tracked.snapshot.stats.bytesRead).toBeLessThanOrEqual(full.snapshot.stats.bytesRead);
+      // the engine really used the ranges: it read well under what the full backup read
+      expect(tracked.snapshot.scanMode).toEqual({ mode: 'blocks' });
+      expect(tracked.snapshot.stats.bytesRead).toBeLessThan(0.7 * full.snapshot.stats.bytesRead);
 
       const target = path.join(loop.dir, `restore-${round}`);
       await restore(repo, { snapshot: tracked.snapshotId, target, relativeTo: src });
