@@ -79,6 +79,13 @@ describe.skipIf(!avail.ok)('block tracking continuity (real kernel)', () => {
       pwrite(f, 3 * MiB, Buffer.alloc(10, 3));
       expect(await backup(tracker, f)).toEqual({ ranges: [{ offset: 3 * MiB, length: 4096 }] });
 
+      // the medium is swapped under the same device number (a loop image re-attached, a USB disk replugged)
+      loop.reattach();
+      const logs3: string[] = [];
+      expect(await backup(tracker, f, logs3)).toEqual({ whole: expect.stringMatching(/no baseline/) });
+      expect(logs3.join('\n')).toMatch(/disk changed/);
+      expect(await backup(tracker, f)).toEqual({ ranges: [] });
+
       // a generation taken without the store (another program, a bug): the gap is detected
       const fsInfo = await resolveFilesystem(loop.mnt);
       await tracker.syncAndSwap([loop.mnt], fsInfo.disk);

@@ -47,6 +47,8 @@ export interface LoopFs {
   mnt: string;
   fsDev: string;
   remount(): void;
+  /** unmount, detach the image, attach it again to the same loop device, mount (a "new medium") */
+  reattach(): void;
   cleanup(): void;
 }
 
@@ -103,6 +105,15 @@ export function makeLoopExt4(
     fsDev,
     remount() {
       sh('umount', [mnt]);
+      sh('mount', [fsDev, mnt]);
+    },
+    reattach() {
+      sh('umount', [mnt]);
+      sh('losetup', ['-d', loopDev]);
+      for (let i = 0; i < 50; i++) {
+        if (spawnSync('losetup', [loopDev, image]).status === 0) break;
+        spawnSync('sleep', ['0.1']);
+      }
       sh('mount', [fsDev, mnt]);
     },
     cleanup() {

@@ -46,7 +46,11 @@ function prng(seed: number) {
 
 class World {
   readonly diskBlocks = 8192; // 32 MiB disk of 4 KiB blocks
-  readonly disk = { major: 7, minor: 99, sectors: 8192 * 8 };
+  readonly disk: { major: number; minor: number; sectors: number; diskseq?: number } = {
+    major: 7,
+    minor: 99,
+    sectors: 8192 * 8,
+  };
   ver = new Uint32Array(8192); // content version per disk block
   counter = 1;
   written = new BlockBitmap(8192);
@@ -396,6 +400,15 @@ describe('continuity: anything unproven means reading the whole file', () => {
     const log: string[] = [];
     expect(await decision(log)).toMatch(/no baseline/);
     expect(log.join()).toMatch(/rebooted/);
+  });
+  it('the disk was replaced (a new diskseq for the same device number)', async () => {
+    world.disk.diskseq = 5;
+    await baseline();
+    expect(await decision()).toBe('ranges');
+    world.disk.diskseq = 6;
+    const log: string[] = [];
+    expect(await decision(log)).toMatch(/no baseline/);
+    expect(log.join()).toMatch(/disk changed/);
   });
   it('the filesystem was remounted', async () => {
     await baseline();

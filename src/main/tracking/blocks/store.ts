@@ -306,9 +306,10 @@ export class BlockChangeSession {
         else if (
           body.disk.major !== disk.major ||
           body.disk.minor !== disk.minor ||
-          body.disk.sectors !== disk.sectors
+          body.disk.sectors !== disk.sectors ||
+          (body.disk.diskseq ?? null) !== (disk.diskseq ?? null)
         )
-          reason = 'the disk changed';
+          reason = 'the disk changed (another device or medium)';
         else if (body.blockShift !== delta.blockShift || body.blocks !== delta.bitmap.blocks)
           reason = 'the tracking block size changed';
         else if (delta.seq !== body.tracker.seq + 1)
