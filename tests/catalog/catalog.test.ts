@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../../src/main/engine/catalog/catalog.js';
 import { KeyFileSecretStore, secretKeys } from '../../src/main/engine/catalog/secrets.js';
-import { migrate, openCatalogDb, schemaVersion } from '../../src/main/engine/catalog/db.js';
+import Database from 'better-sqlite3';
+import { MIGRATIONS, migrate, openCatalogDb, schemaVersion } from '../../src/main/engine/catalog/db.js';
 import { splitSecretOptions, storeRepositorySecrets } from '../../src/main/engine/schedule/engine.js';
 import { syncRepository } from '../../src/main/engine/catalog/sync.js';
 import { FakeRepo } from './fakeRepo.js';
@@ -146,4 +147,31 @@ describe('Catalog records', () => {
     expect(again.files.search('hello')).toHaveLength(1);
     again.close();
   });
+
+  it('migrates a version-1 catalog forward, keeping its data', () => {
+    // a database as version 1 left it
+    const v1 = openCatalogDbAt(dir, 1);
+    v1.prepare(
+      "INSERT INTO repositories(name, location, options, created_at) VALUES ('r', '/r', '{}', 1)",
+    ).run();
+    v1.prepare(
+      `INSERT INTO jobs(key, name, repository_id, sources, schedule, created_at, updated_at)
+       VALUES ('job-1', 'j', 1, '["/a"]', '{"kind":"manual"}', 1, 1)`,
+    ).run();
+    v1.prepare("INSERT INTO runs(job_id, trigger, status) VALUES (1, 'manual', 'running')").run();
+    v1.close();
+    const c = new Catalog(dir);
+    expect(schemaVersion(c.db)).toBe(2);
+    expect(c.getRun(1).status).toBe('running');
+    expect(c.db.prepare('SELECT owner FROM runs WHERE id = 1').pluck().get()).toBeNull();
+    expect(c.failInterruptedRuns()).toBe(1); // no owner recorded: interrupted
+    expect(c.findJob('j')?.sources).toEqual(['/a']);
+    c.close();
+  });
 });
+
+function openCatalogDbAt(dir: string, version: number) {
+  const db = new Database(path.join(dir, 'catalog.sqlite'));
+  migrate(db, MIGRATIONS.slice(0, version));
+  return db;
+}

@@ -1,3 +1,5 @@
+import os from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../../src/main/engine/catalog/catalog.js';
 import type { Job, JobSpec, RunRecord, Schedule } from '../../src/main/engine/catalog/types.js';
@@ -354,10 +356,18 @@ describe('Scheduler', () => {
     const job = addJob('j', { kind: 'manual' }, clock.now());
     const job2 = addJob('j2', { kind: 'manual' }, clock.now());
     const stale = catalog.createRun({ jobId: job.id, trigger: 'manual', status: 'running', startedAt: 1 });
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid; // a process that has exited
+    catalog.db.prepare('UPDATE runs SET owner = ? WHERE id = ?').run(`${os.hostname()}:${dead}`, stale.id);
+    // a run of another live process (say `tidemark job run` beside the app) is left alone
+    const live = catalog.createRun({ jobId: job2.id, trigger: 'manual', status: 'running', startedAt: 1 });
+    catalog.db
+      .prepare('UPDATE runs SET owner = ? WHERE id = ?')
+      .run(`${os.hostname()}:${process.ppid}`, live.id);
     const runner = new FakeRunner(catalog, clock, true);
     const s = new Scheduler({ catalog, runner, clock });
     s.start();
     expect(catalog.getRun(stale.id)).toMatchObject({ status: 'failed', error: { code: 'INTERRUPTED' } });
+    expect(catalog.getRun(live.id).status).toBe('running');
     const first = s.runNow(job.id);
     const second = s.runNow(job2.id); // same repository: queued
     expect(s.status().queued).toEqual([job2.id]);
@@ -384,5 +394,22 @@ describe('Scheduler', () => {
     expect((await second.promise).status).toBe('cancelled');
     expect(runner.calls.map((c) => c.jobId)).toEqual([a.id]);
     await s.stop();
+  });
+
+  it('fires once when two schedulers share the catalog (the app and the headless scheduler)', async () => {
+    const clock = new FakeClock(T('2025-06-01T10:30:00Z'));
+    addJob('shared', { kind: 'daily', times: ['12:00'], timeZone: 'UTC' }, clock.now());
+    const r1 = new FakeRunner(catalog, clock);
+    const r2 = new FakeRunner(catalog, clock);
+    const s1 = new Scheduler({ catalog, runner: r1, clock });
+    const s2 = new Scheduler({ catalog, runner: r2, clock });
+    s1.start();
+    s2.start();
+    await clock.advanceTo(T('2025-06-01T12:00:30Z'));
+    await clock.advanceTo(T('2025-06-02T12:00:30Z'));
+    expect(r1.calls.length + r2.calls.length).toBe(2);
+    expect(catalog.listRuns().filter((r) => r.status === 'completed')).toHaveLength(2);
+    await s1.stop();
+    await s2.stop();
   });
 });

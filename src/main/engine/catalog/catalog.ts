@@ -3,6 +3,7 @@
  * problems, log lines and per-second samples), the snapshot cache and the file index.
  */
 import crypto from 'node:crypto';
+import os from 'node:os';
 import { openCatalogDb, databaseSize, type DB, type OpenOptions } from './db.js';
 import { FileIndex } from './fileIndex.js';
 import type {
@@ -18,6 +19,24 @@ import type {
 } from './types.js';
 import type { SnapshotEntry } from '../repo/types.js';
 import { NotFoundError, UsageError } from '../errors.js';
+
+/** This process, as recorded in the runs it owns. */
+const OWNER = `${os.hostname()}:${process.pid}`;
+
+/** Whether the process that owns a run still lives (runs of other machines count as alive). */
+function ownerAlive(owner: string): boolean {
+  const i = owner.lastIndexOf(':');
+  const host = owner.slice(0, i);
+  const pid = Number(owner.slice(i + 1));
+  if (host !== os.hostname()) return true;
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 const SECRET_KEYS = /pass(word)?|secret|token|credential|private/i;
 
@@ -224,6 +243,18 @@ export class Catalog {
     this.db.prepare('UPDATE jobs SET sched_checked_at = ? WHERE id = ?').run(at, id);
   }
 
+  /**
+   * Moves a job's schedule bookmark from `expected` to `at` only if nobody else moved it meanwhile:
+   * when two schedulers share a catalog (the app and `tidemark scheduler`), one of them fires.
+   */
+  claimJobCheck(id: number, expected: number | null, at: number): boolean {
+    return (
+      this.db
+        .prepare('UPDATE jobs SET sched_checked_at = ? WHERE id = ? AND sched_checked_at IS ?')
+        .run(at, id, expected).changes === 1
+    );
+  }
+
   getJob(id: number): Job {
     const r = this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id);
     if (!r) throw new NotFoundError(`job ${id}`);
@@ -280,8 +311,8 @@ export class Catalog {
   }): RunRecord {
     const res = this.db
       .prepare(
-        `INSERT INTO runs(job_id, kind, trigger, status, scheduled_for, started_at, ended_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO runs(job_id, kind, trigger, status, scheduled_for, started_at, ended_at, owner)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         r.jobId,
@@ -291,6 +322,7 @@ export class Catalog {
         r.scheduledFor ?? null,
         r.startedAt ?? null,
         r.endedAt ?? null,
+        OWNER,
       );
     return this.getRun(Number(res.lastInsertRowid));
   }
@@ -366,15 +398,28 @@ export class Catalog {
     return r ? this.runFromRow(r) : undefined;
   }
 
-  /** Runs left 'running' or 'queued' by a crash are marked failed at startup. */
+  /**
+   * Runs left 'running' or 'queued' by a process that is gone (crash, power loss) are marked failed.
+   * Runs of live processes on this machine (say, `tidemark job run` beside the app) are left alone.
+   */
   failInterruptedRuns(now = Date.now()): number {
-    return this.db
-      .prepare(
-        `UPDATE runs SET status = 'failed', ended_at = ?,
-           error = '{"name":"InterruptedError","code":"INTERRUPTED","message":"Tidemark stopped during this run"}'
-         WHERE status IN ('running', 'queued')`,
-      )
-      .run(now).changes;
+    const open = this.db
+      .prepare("SELECT id, owner FROM runs WHERE status IN ('running', 'queued')")
+      .all() as {
+      id: number;
+      owner: string | null;
+    }[];
+    const fail = this.db.prepare(
+      `UPDATE runs SET status = 'failed', ended_at = ?,
+         error = '{"name":"InterruptedError","code":"INTERRUPTED","message":"Tidemark stopped during this run"}'
+       WHERE id = ?`,
+    );
+    let n = 0;
+    for (const r of open) {
+      if (r.owner && ownerAlive(r.owner)) continue;
+      n += fail.run(now, r.id).changes;
+    }
+    return n;
   }
 
   addRunProblems(runId: number, problems: RunProblem[]): void {

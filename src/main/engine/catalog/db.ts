@@ -154,6 +154,11 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
     db.prepare('INSERT INTO names(id, name) VALUES (0, ?)').run('');
     db.prepare('INSERT INTO dirs(id, parent, name_id) VALUES (1, 0, 0)').run();
   },
+  // 2: which process owns a queued/running run ("host:pid"), so a second process (the CLI beside the
+  // app) does not mark another live process's runs as interrupted.
+  (db) => {
+    db.exec('ALTER TABLE runs ADD COLUMN owner TEXT');
+  },
 ];
 
 export interface OpenOptions {

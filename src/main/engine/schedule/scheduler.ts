@@ -38,7 +38,8 @@ export const systemClock: Clock = {
 export interface SchedulerCatalog {
   listJobs(): Job[];
   getJob(id: number): Job;
-  setJobCheckedAt(id: number, at: number): void;
+  /** Compare-and-set of the job's schedule bookmark (false: another scheduler moved it first). */
+  claimJobCheck(id: number, expected: number | null, at: number): boolean;
   createRun(r: {
     jobId: number | null;
     kind?: RunRecord['kind'];
@@ -165,8 +166,9 @@ export class Scheduler {
         soonest = Math.min(soonest, next);
         continue;
       }
+      // Claim these fire times; another scheduler sharing the catalog may have claimed them already.
+      if (!this.catalog.claimJobCheck(job.id, job.schedCheckedAt, now)) continue;
       const fired = fireTimesBetween(job.schedule, from, now);
-      this.catalog.setJobCheckedAt(job.id, now);
       const latest = fired.last ?? next;
       const after = nextFireTime(job.schedule, now);
       if (after !== null) soonest = Math.min(soonest, after);
