@@ -7,10 +7,12 @@
  * unchanged directory keeps its tree ID, so its listing (`entries`) is stored once no matter how many
  * snapshots contain it; each snapshot only adds one small `snapshot_dirs` row per directory. Indexing
  * an incremental snapshot therefore costs a lookup per directory plus the rows of what changed.
- * Full-text search runs over distinct names (FTS5 trigram: substring, case-insensitive), not rows.
+ * Name search runs over distinct names (FTS5 trigram: substrings and globs, case-insensitive for
+ * ASCII), not over rows; the matching names then lead to their folders and snapshots.
  *
- * Writes are batched into transactions with prepared statements; IDs of new rows are allocated here, so
- * one FileIndex must be the only writer of a catalog's file index at a time.
+ * Writes are batched into transactions of multi-row prepared inserts; IDs of new rows are allocated
+ * here, so one FileIndex must be the only writer of a catalog's file index at a time (`exclusive`).
+ * A first index or a rebuild loads without the entries-by-name index and builds it once at the end.
  */
 import type { DB } from './db.js';
 import type { NodeType, Tree } from '../repo/types.js';
