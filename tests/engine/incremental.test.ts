@@ -56,7 +56,8 @@ describe('incremental backups and deduplication', () => {
     expect(await srcTree(second.snapshot)).toBe(await srcTree(first.snapshot)); // the source's subtree kept its ID
     const added = (await dirSize(repoDir)) - sizeAfterFirst;
     expect(added).toBeLessThan(4096); // just the snapshot manifest (and a lock, removed)
-    expect(second.snapshot.stats.newBytes).toBe(0);
+    // no file data; at most the trees of /tmp and / when other programs touched /tmp meanwhile
+    expect(second.snapshot.stats.newBytes).toBeLessThan(2048);
   });
 
   it('re-reads only files whose size, mtime, ctime or inode changed', async () => {
@@ -121,6 +122,6 @@ describe('incremental backups and deduplication', () => {
     const b = await backup(repo, { paths: [src], forceFull: true });
     expect(b.snapshot.stats.filesRead).toBe(b.snapshot.stats.files);
     expect(await srcTree(b.snapshot)).toBe(await srcTree(a.snapshot));
-    expect(b.snapshot.stats.newBytes).toBe(0);
+    expect(b.snapshot.stats.newBytes).toBeLessThan(2048); // only ancestor trees, never file data
   });
 });

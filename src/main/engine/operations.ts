@@ -57,6 +57,9 @@ export interface BackupOptions {
   changeHint?: ChangeHint;
   /** Why there is no changeHint (recorded in the snapshot's scanMode and the run log). */
   fullScanReason?: string;
+  /** The journal cursor to record when the backup runs as a full scan while a tracker runs, so the next
+   *  backup can be journal-driven from here. (With a changeHint, its cursor is recorded.) */
+  journalCursor?: Record<string, unknown>;
   paths: string[];
   excludes?: string[];
   tags?: string[];

@@ -22,7 +22,7 @@ interface SavedDir {
 }
 import type { BackupOptions, BackupProgress, BackupResult } from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
-import { WorkerPool, defaultWorkerCount } from '../workers/index.js';
+import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '../workers/index.js';
 import type {
   BackupFileResult,
   BackupFileTask,
@@ -130,6 +130,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   const lock = await repo.lock(false, 'backup');
   const ticker = setInterval(emit, 250);
   let pool: WorkerPool | undefined;
+  let succeeded = false;
   try {
     await repo.loadIndex();
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
@@ -148,7 +149,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       log(`full scan: ${opts.fullScanReason}`);
     const workers = opts.workers ?? defaultWorkerCount();
     const cfg = repo.config;
-    pool = new WorkerPool(
+    pool = acquirePool(
       {
         encryptionKey: repo.key.encryption,
         idKey: repo.key.id,
@@ -485,40 +486,29 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       return { id: await repo.saveTree({ nodes }), summary };
     };
 
-    const saveDirScan = async (
-      abs: Buffer,
-      prevTreeId: ID | undefined,
-      mode: 'scan' | 'full',
-    ): Promise<SavedDir | undefined> => {
+    /** One directory's entries and their lstat results (or errors); `undefined` when unreadable. */
+    interface Listing {
+      names: Buffer[];
+      stats: (BigIntStats | Error | undefined)[]; // undefined: excluded
+    }
+    const listDir = async (abs: Buffer): Promise<Listing | Error> => {
       let names: Buffer[];
       try {
         counters.readdir++;
         names = (await fs.readdir(abs, { encoding: 'buffer' })) as Buffer[];
       } catch (err) {
-        skip(
-          show(abs),
-          err,
-          (err as NodeJS.ErrnoException).code === 'EACCES'
-            ? 'permission denied (folder not readable)'
-            : undefined,
-        );
-        return undefined;
+        return err as Error;
       }
       names.sort(Buffer.compare);
-      const prevNodes = byName(prevTreeId ? await repo.loadTree(prevTreeId) : undefined);
-      // lstat in parallel, a bounded number at a time
-      const stats: (BigIntStats | Error)[] = new Array(names.length);
-      const kept: boolean[] = new Array(names.length).fill(true);
+      const stats: (BigIntStats | Error | undefined)[] = new Array(names.length);
       let next = 0;
+      // lstat in parallel, a bounded number at a time
       await Promise.all(
         Array.from({ length: Math.min(16, names.length) }, async () => {
           while (next < names.length) {
             const i = next++;
             const childAbs = join(abs, names[i]);
-            if (excluder.excludes(show(childAbs), show(names[i]))) {
-              kept[i] = false;
-              continue;
-            }
+            if (excluder.excludes(show(childAbs), show(names[i]))) continue;
             try {
               stats[i] = await lstat(childAbs);
             } catch (err) {
@@ -527,12 +517,58 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           }
         }),
       );
+      return { names, stats };
+    };
+    // The walk is depth-first (bounded memory); listings of the next directories are fetched ahead so
+    // the disk and the thread pool always have work.
+    const prefetched = new Map<string, Promise<Listing | Error>>();
+    const PREFETCH = 12;
+
+    const saveDirScan = async (
+      abs: Buffer,
+      prevTreeId: ID | undefined,
+      mode: 'scan' | 'full',
+    ): Promise<SavedDir | undefined> => {
+      const key = abs.toString('latin1');
+      const pending = prefetched.get(key);
+      prefetched.delete(key);
+      const listing = await (pending ?? listDir(abs));
+      if (listing instanceof Error) {
+        skip(
+          show(abs),
+          listing,
+          (listing as NodeJS.ErrnoException).code === 'EACCES'
+            ? 'permission denied (folder not readable)'
+            : undefined,
+        );
+        return undefined;
+      }
+      const { names, stats } = listing;
+      const kept = stats.map((st) => st !== undefined);
+      for (let i = 0; i < names.length && prefetched.size < PREFETCH; i++) {
+        const st = stats[i];
+        if (
+          st &&
+          !(st instanceof Error) &&
+          st.isDirectory() &&
+          (mode === 'full' || !hint || hint.decide(show(join(abs, names[i]))) === 'scan')
+        ) {
+          const childAbs = join(abs, names[i]);
+          const k = childAbs.toString('latin1');
+          if (!prefetched.has(k)) {
+            const p = listDir(childAbs);
+            p.catch(() => {});
+            prefetched.set(k, p);
+          }
+        }
+      }
+      const prevNodes = byName(prevTreeId ? await repo.loadTree(prevTreeId) : undefined);
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
       for (let i = 0; i < names.length; i++) {
         throwIfAborted(signal);
         if (!kept[i]) continue;
         const childAbs = join(abs, names[i]);
-        const st = stats[i];
+        const st = stats[i]!;
         if (st instanceof Error) {
           const code = (st as NodeJS.ErrnoException).code;
           skip(show(childAbs), st, code === 'ENOENT' ? 'vanished during the scan' : undefined);
@@ -631,7 +667,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         durationMs: 0,
       },
       skipped,
-      ...(opts.changeHint ? { journalCursor: opts.changeHint.cursor } : {}),
+      ...(opts.changeHint
+        ? { journalCursor: opts.changeHint.cursor }
+        : opts.journalCursor
+          ? { journalCursor: opts.journalCursor }
+          : {}),
       scanMode,
     };
     await repo.flush();
@@ -640,6 +680,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const snapshotId = await repo.saveSnapshot(snapshot);
     progress.phase = 'done';
     emit();
+    succeeded = true;
     return {
       snapshotId,
       snapshot: { ...snapshot, id: snapshotId },
@@ -656,7 +697,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     throw err;
   } finally {
     clearInterval(ticker);
-    await pool?.close();
+    if (pool) await releasePool(pool, !succeeded);
     await lock.release().catch(() => {});
   }
 }

@@ -550,14 +550,33 @@ export class FileIndex {
       : `%${likeEscape(q)}%`;
     // The trigram index needs a run of 3 literal characters; shorter queries scan the names.
     const indexed = (glob ? q.split(/[*?]/) : [q]).some((part) => [...part].length >= 3);
-    // 1. distinct names that match
-    const names = this.db
-      .prepare(
-        indexed
-          ? `SELECT rowid AS id, name FROM names_fts WHERE name LIKE ? ESCAPE '\\'`
-          : `SELECT id, name FROM names WHERE id > 0 AND name LIKE ? ESCAPE '\\'`,
-      )
-      .all(pattern) as { id: number; name: string }[];
+    // 1. distinct names that match. SQLite's LIKE folds only ASCII case: for other letters try the
+    // usual spellings too (as typed, lower, upper, capitalised).
+    const stmt = this.db.prepare(
+      indexed
+        ? `SELECT rowid AS id, name FROM names_fts WHERE name LIKE ? ESCAPE '\\'`
+        : `SELECT id, name FROM names WHERE id > 0 AND name LIKE ? ESCAPE '\\'`,
+    );
+    let names = stmt.all(pattern) as { id: number; name: string }[];
+    if (/[^\x00-\x7f]/.test(pattern)) {
+      const lower = pattern.toLowerCase();
+      const variants = new Set([
+        lower,
+        pattern.toUpperCase(),
+        lower.replace(/\p{L}/u, (c) => c.toUpperCase()),
+      ]);
+      variants.delete(pattern);
+      const seen = new Set(names.map((n) => n.id));
+      for (const v of variants) {
+        for (const n of stmt.all(v) as { id: number; name: string }[]) {
+          if (!seen.has(n.id)) {
+            seen.add(n.id);
+            names.push(n);
+          }
+        }
+      }
+      names = names.sort((a, b) => a.id - b.id);
+    }
     // The snapshots asked for, ranked newest first, in memory for this search (there are few
     // snapshots, and joining them per row costs more than the rows). rank[id] = 0: not wanted.
     const wanted = opts.snapshots ? new Set(opts.snapshots) : undefined;

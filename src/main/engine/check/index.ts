@@ -13,7 +13,13 @@ import type { ID, SnapshotEntry } from '../repo/types.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
-import { WorkerPool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
+import {
+  type WorkerPool,
+  acquirePool,
+  releasePool,
+  decodeBuffer,
+  defaultWorkerCount,
+} from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 
 export interface CheckOptions {
@@ -147,7 +153,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
   // read data
   const damaged = new Map<string, string>(); // blob → message
   if (opts.readData) {
-    const pool = new WorkerPool(
+    const pool = acquirePool(
       {
         encryptionKey: repo.key.encryption,
         idKey: repo.key.id,
@@ -210,7 +216,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
         opts.progress?.({ phase: 'read-data', done: ++n, total: packs.length });
       });
     } finally {
-      await pool.close();
+      await releasePool(pool, !!signal?.aborted);
     }
   }
 

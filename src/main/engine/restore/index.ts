@@ -19,7 +19,13 @@ import type { TreeNode } from '../repo/types.js';
 import type { RestoreError, RestoreOptions, RestoreProgress, RestoreResult } from '../operations.js';
 import { nameBytes, isSafeName } from '../repo/tree.js';
 import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
-import { WorkerPool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
+import {
+  type WorkerPool,
+  acquirePool,
+  releasePool,
+  decodeBuffer,
+  defaultWorkerCount,
+} from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 import { setTimes } from './times.js';
 
@@ -228,7 +234,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       if (!l) byPack.set(loc.pack, (l = []));
       l.push({ id, loc });
     }
-    pool = new WorkerPool(
+    pool = acquirePool(
       {
         encryptionKey: repo.key.encryption,
         idKey: repo.key.id,
@@ -379,7 +385,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     };
   } finally {
     clearInterval(ticker);
-    await pool?.close();
+    if (pool) await releasePool(pool, !!signal?.aborted);
   }
 }
 

@@ -133,7 +133,69 @@ export class WorkerPool {
     });
   }
 
+  get healthy(): boolean {
+    return !this.failed;
+  }
+
+  /** Idle pools must not keep the process alive. */
+  setIdle(idle: boolean): void {
+    for (const w of this.workers) {
+      if (idle) w.worker.unref();
+      else w.worker.ref();
+    }
+  }
+
   async close(): Promise<void> {
     await Promise.all(this.workers.map((w) => w.worker.terminate()));
   }
+}
+
+/**
+ * Pools are reused between operations with the same keys and settings (a scheduler running job after
+ * job, tests running many backups) instead of starting threads each time; an idle pool closes after a
+ * few seconds and never keeps the process alive.
+ */
+const shared = new Map<string, { pool: WorkerPool; users: number; timer?: NodeJS.Timeout }>();
+const poolKeys = new WeakMap<WorkerPool, string>();
+
+export function acquirePool(init: WorkerInit, size = defaultWorkerCount()): WorkerPool {
+  const key = JSON.stringify({
+    ...init,
+    encryptionKey: Buffer.from(init.encryptionKey).toString('hex'),
+    idKey: Buffer.from(init.idKey).toString('hex'),
+    size,
+  });
+  const entry = shared.get(key);
+  if (entry && entry.pool.healthy) {
+    clearTimeout(entry.timer);
+    entry.users++;
+    entry.pool.setIdle(false);
+    return entry.pool;
+  }
+  const pool = new WorkerPool(init, size);
+  shared.set(key, { pool, users: 1 });
+  poolKeys.set(pool, key);
+  return pool;
+}
+
+/** Gives a pool back; `discard` (after a cancel or failure, tasks may be left waiting) closes it. */
+export async function releasePool(pool: WorkerPool, discard = false): Promise<void> {
+  const key = poolKeys.get(pool);
+  const entry = key ? shared.get(key) : undefined;
+  if (!entry || entry.pool !== pool) return pool.close();
+  entry.users--;
+  if (discard || !pool.healthy || pool.inflight > 0) {
+    if (entry.users <= 0) shared.delete(key!);
+    if (entry.users <= 0) await pool.close();
+    return;
+  }
+  if (entry.users > 0) return;
+  pool.setIdle(true);
+  entry.timer = setTimeout(() => {
+    if (shared.get(key!) === entry && entry.users === 0) {
+      shared.delete(key!);
+      void pool.close();
+    }
+  }, 5000);
+  entry.timer.unref();
 }
