@@ -220,6 +220,24 @@ describe('file index', () => {
     c.close();
   });
 
+  it('finds non-ASCII names in the usual case spellings', async () => {
+    const repo = new FakeRepo();
+    repo.addSnapshot(
+      { Bilder: { 'Über uns.txt': '1', 'ÄRGER.md': '2', 'straße.pdf': '3', 'Ökologie.doc': '4' } },
+      '2025-01-01T00:00:00Z',
+    );
+    const c = new Catalog(dir);
+    const r = c.addRepository({ name: 'r', location: '/r', options: {} });
+    await syncRepository(c, r.id, repo);
+    expect(c.files.search('über').map((h) => h.name)).toEqual(['Über uns.txt']);
+    expect(c.files.search('ärger').map((h) => h.name)).toEqual(['ÄRGER.md']);
+    expect(c.files.search('STRASSE')).toEqual([]); // no ß folding
+    expect(c.files.search('straße').map((h) => h.name)).toEqual(['straße.pdf']);
+    expect(c.files.search('ökolog').map((h) => h.name)).toEqual(['Ökologie.doc']);
+    expect(c.files.search('ök*').map((h) => h.name)).toEqual(['Ökologie.doc']);
+    c.close();
+  });
+
   it('tells versions apart by content even when size and mtime are equal', async () => {
     const repo = new FakeRepo();
     repo.addSnapshot({ d: { 'a.bin': 'AAAA' } }, '2025-01-01T00:00:00Z');

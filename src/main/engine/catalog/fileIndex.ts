@@ -558,7 +558,7 @@ export class FileIndex {
         : `SELECT id, name FROM names WHERE id > 0 AND name LIKE ? ESCAPE '\\'`,
     );
     let names = stmt.all(pattern) as { id: number; name: string }[];
-    if (/[^\x00-\x7f]/.test(pattern)) {
+    if (/[^\u0020-\u007e]/.test(pattern)) {
       const lower = pattern.toLowerCase();
       const variants = new Set([
         lower,
