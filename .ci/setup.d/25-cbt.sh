@@ -16,3 +16,5 @@ fi
 if [ ! -r /sys/kernel/btf/vmlinux ]; then
   echo "25-cbt: kernel has no BTF; block-tracking tests will skip (eBPF tracker cannot be built here)"
 fi
+# bpffs, for the pinned tracker (systemd mounts it at boot; a bare container may not)
+if ! mountpoint -q /sys/fs/bpf 2>/dev/null; then mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true; fi

@@ -44,7 +44,7 @@ const BPF_FS_MAGIC = 0xcafe4a11;
 export const BPF_FS_ROOT = '/sys/fs/bpf';
 
 /** Makes sure bpffs is mounted (as systemd does at boot); returns why not when it cannot be. */
-function ensureBpfFs(): string | null {
+export function ensureBpfFs(): string | null {
   const isBpf = () => {
     try {
       return statfsSync(BPF_FS_ROOT).type === BPF_FS_MAGIC;
