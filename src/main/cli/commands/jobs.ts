@@ -6,6 +6,7 @@
  * Jobs and the catalog live in the data folder (ctx.dataDir()); repository passwords go to the key
  * file there (a SecretStore), never into the catalog database.
  */
+import path from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { Catalog } from '../../engine/catalog/catalog.js';
@@ -157,6 +158,15 @@ function retentionFrom(o: any): RetentionPolicy {
   return r;
 }
 
+/** Folder locations as absolute paths (so "./backup" and "/home/me/backup" are one repository). */
+function normalizeLocation(location: string): string {
+  if (isS3Location(location)) return location;
+  if (location.startsWith('local:')) return path.resolve(location.slice('local:'.length));
+  return /^[a-z][a-z0-9+.-]+:/i.test(location) && !/^[a-z]:[\\/]/i.test(location)
+    ? location
+    : path.resolve(location);
+}
+
 function runExitCode(run: RunRecord): number {
   switch (run.status) {
     case 'completed':
@@ -244,16 +254,14 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
       .option('--repo-name <name>', 'a name for the repository, when it is new to the catalog'),
   ).action(async (name: string, sources: string[], o) => {
     await withCatalog(async (c) => {
-      const location = o.to ?? g().repo ?? defaultRepoLocation();
+      const location = normalizeLocation(o.to ?? g().repo ?? defaultRepoLocation());
       const schedule = scheduleFrom(o) ?? { kind: 'daily', times: ['21:00'] };
       const repo = await ensureRepository(c, location, o);
       if (o.pruneEveryDays !== undefined) c.updateRepository(repo.id, { pruneEveryDays: o.pruneEveryDays });
       const spec: JobSpec = {
         name,
         repositoryId: repo.id,
-        sources: sources.map((s) =>
-          s.startsWith('/') || /^[A-Za-z]:/.test(s) ? s : `${process.cwd()}/${s}`,
-        ),
+        sources: sources.map((s) => path.resolve(s)),
         excludes: o.exclude ?? [],
         schedule,
         // Without --keep-… options: a week of dailies, a month of weeklies, a year of monthlies, 3 yearlies.
