@@ -151,9 +151,16 @@ suite('browser mode, end to end with the real engine', () => {
     expect(stillRunning).toBe(true);
     await page.waitForTimeout(500);
     await shot('06-live-run');
-    await page.getByText('Completed').first().waitFor({ timeout: 90_000 });
+    // the run ends (whatever its outcome; a failure is reported with its message below)
+    await expect
+      .poll(async () => (await wired.api.call('runs.list', { limit: 1 }))[0]?.status, { timeout: 120_000 })
+      .not.toMatch(/^(queued|running)$/);
     const [run] = await wired.api.call('runs.list', { limit: 1 });
-    expect(run.status).toBe('completed');
+    expect({ status: run.status, error: run.error?.message }).toEqual({
+      status: 'completed',
+      error: undefined,
+    });
+    await page.getByText('Completed').first().waitFor();
     const detail = await wired.api.call('runs.get', { id: run.id });
     expect(detail.samples.length).toBeGreaterThanOrEqual(2);
     expect(detail.counters.filesDone).toBe(10_042);
@@ -199,7 +206,14 @@ suite('browser mode, end to end with the real engine', () => {
     await rd.getByRole('textbox', { name: 'Restore into folder' }).fill(target);
     await rd.getByLabel('Keep both (restore under a new name)').check();
     await rd.getByRole('button', { name: 'Start restore' }).click();
-    await rd.locator('[data-restore-status="completed"]').waitFor({ timeout: 60_000 });
+    const status = rd.locator('[data-restore-status]:not([data-restore-status="running"])');
+    await status.waitFor({ timeout: 60_000 });
+    expect({
+      status: await status.getAttribute('data-restore-status'),
+      text: await status.textContent(),
+    }).toMatchObject({
+      status: 'completed',
+    });
     await shot('10-restore-done');
     const original = fs.readFileSync(path.join(src, 'reports', '2026', 'quarterly-report.txt'));
     const restored = fs.readFileSync(path.join(target, src, 'reports', '2026', 'quarterly-report.txt'));
