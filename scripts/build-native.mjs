@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-/* global process, console */
 // Builds the native change-tracker addon(s) with node-gyp against the local Node headers:
 // native/binding.gyp, and native/cbt/binding.gyp when it exists (the block tracker).
 // Runs as the package's `install` script, so `npm ci` builds from source on a fresh machine.

@@ -3,7 +3,6 @@
 // installed; without one (a headless box, CI, ELECTRON_SKIP_BINARY_DOWNLOAD) it starts browser mode.
 // `npm run serve` (--serve): browser mode explicitly — the UI on 127.0.0.1 with a random access token.
 // Other arguments go to the server: --port N, --data DIR (default $TIDEMARK_HOME or ~/.tidemark).
-/* global process, console */
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';

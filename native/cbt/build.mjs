@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-/* global process, console */
 // Builds the changed-block-tracking addon (native/cbt → build/Release/tidemark_cbt.node) with node-gyp.
 // Linux only; needs clang, bpftool, libbpf-dev and a kernel with BTF (see .ci/setup.d/25-cbt.sh).
 // Exit code 0 on success or when there is nothing to build here (not Linux); 1 on a build error, with the

@@ -13,13 +13,7 @@ import type { ID, SnapshotEntry } from '../repo/types.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
-import {
-  type WorkerPool,
-  acquirePool,
-  releasePool,
-  decodeBuffer,
-  defaultWorkerCount,
-} from '../workers/index.js';
+import { acquirePool, releasePool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 
 export interface CheckOptions {
