@@ -9,7 +9,8 @@
 //    plus what widening every range to the enclosing FastCDC chunks of the previous version costs (1 MiB and
 //    64 KiB averages), and what coarser tracking granularities would read.
 // 2. Tracker overhead on write throughput: fio sequential (1 MiB) and random (4 KiB) O_DIRECT writes on
-//    the same filesystem, alternating runs without and with the tracker (median of 3 each).
+//    the same filesystem, alternating runs without and with the tracker (median of 4, ABBA order), plus the
+//    CPU time the eBPF programs themselves spend per write (kernel.bpf_stats_enabled), which noise cannot hide.
 //
 // Environment: CBT_BENCH_MIB (file size, default 2048), CBT_BENCH_DIR (where the image lives, default tmp),
 // CBT_BENCH_FIO=0 skips the write-overhead part.
