@@ -273,6 +273,24 @@ describe.skipIf(!avail.ok || bpffs !== null)('a pinned tracker', () => {
     }
   });
 
+  it('a start with other disks or block size replaces the pinned tracker, and its old holders are told', async () => {
+    const pin = `test3-${process.pid}-${Date.now()}`;
+    const a = await BlockTracker.start([loop.mnt], { pin });
+    if (!a.ok) throw new Error(a.reason);
+    const b = await BlockTracker.start([loop.mnt], { pin, blockBytes: 8192 });
+    if (!b.ok) throw new Error(b.reason);
+    try {
+      expect(b.tracker.resumed).toBe(false);
+      expect(b.tracker.sessionId).not.toBe(a.tracker.sessionId);
+      const disk = a.tracker.disks[0];
+      await expect(a.tracker.syncAndSwap([loop.mnt], disk)).rejects.toThrow(/stopped by another process/);
+      expect((await b.tracker.syncAndSwap([loop.mnt], disk)).blockShift).toBe(4);
+    } finally {
+      a.tracker.stop();
+      b.tracker.stop({ unpin: true });
+    }
+  });
+
   it('a process still holding a tracker another one unpinned gets an error, so files are read whole', async () => {
     const load = loadCbtNative();
     if (!load.ok) throw new Error(load.reason);

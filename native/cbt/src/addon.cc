@@ -188,6 +188,18 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
     rmdir(pin_dir_.c_str());
   }
 
+  void MarkPinnedStopped() {
+    int fd = bpf_obj_get((pin_dir_ + "/meta").c_str());
+    if (fd < 0) return;
+    cbt_meta m{};
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(fd, &zero, &m) == 0) {
+      m.stopped = 1;
+      bpf_map_update_elem(fd, &zero, &m, BPF_ANY);
+    }
+    close(fd);
+  }
+
   static void* MapFd(int fd, size_t len, int* err) {
     void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -336,7 +348,10 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
         Release();
         throw;
       }
-      Unpin();  // stale or different: start over (a new session, so every store notices)
+      // Stale or different: start over with a new session (so every store notices). A process still holding
+      // the old tracker must not go on swapping a bitmap nothing feeds any more: mark it stopped first.
+      MarkPinnedStopped();
+      Unpin();
     }
 
     cbt_bpf* skel = cbt_bpf::open();
