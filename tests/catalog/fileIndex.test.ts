@@ -220,6 +220,39 @@ describe('file index', () => {
     c.close();
   });
 
+  it('stays correct when its lookup caches overflow while indexing', async () => {
+    const tree: FakeDir = {};
+    for (let d = 0; d < 30; d++) {
+      const sub: FakeDir = {};
+      for (let f = 0; f < 40; f++) sub[`f${f % 25}-${d % 7}.txt`] = `${d}/${f}`;
+      tree[`dir${d}`] = { inner: sub, [`same${d % 3}`]: { x: 'y' } };
+    }
+    const repo = new FakeRepo();
+    repo.addSnapshot(tree, '2025-01-01T00:00:00Z');
+    tree.dir0 = { changed: 'yes' };
+    repo.addSnapshot(tree, '2025-01-02T00:00:00Z');
+    const small = new Catalog(path.join(dir, 'small'));
+    small.files.cacheLimits = { names: 5, dirs: 3 };
+    const big = new Catalog(path.join(dir, 'big'));
+    for (const c of [small, big]) {
+      const r = c.addRepository({ name: 'r', location: '/r', options: {} });
+      await syncRepository(c, r.id, repo);
+    }
+    const view = (c: Catalog) => {
+      const snaps = c.listSnapshots();
+      return {
+        lists: snaps.map((s) => [c.files.list(s.id, '/dir5/inner'), c.files.list(s.id, '/dir0')]),
+        search: c.files.search('f1').map((h) => [h.path, h.snapshots.length]),
+        names: c.db.prepare('SELECT count(*) FROM names').pluck().get(),
+        dirs: c.db.prepare('SELECT count(*) FROM dirs').pluck().get(),
+      };
+    };
+    expect(view(small)).toEqual(view(big));
+    expect(view(small).search.length).toBeGreaterThan(100);
+    small.close();
+    big.close();
+  });
+
   it('finds non-ASCII names in the usual case spellings', async () => {
     const repo = new FakeRepo();
     repo.addSnapshot(

@@ -228,7 +228,16 @@ export class FileIndex {
     this.dirPaths.clear();
   }
 
+  /** Most names and directories kept in the lookup caches (tests lower them). */
+  cacheLimits = { names: 3_000_000, dirs: 1_000_000 };
+
   private internName(name: string, create: boolean): number | undefined {
+    // Trim the cache only when every cached ID is in the database (none pending), or a pending name
+    // would be allocated twice.
+    if (this.nameIds.size > this.cacheLimits.names && this.pendingNames.length === 0) {
+      this.namesComplete = false;
+      this.nameIds.clear();
+    }
     let id = this.nameIds.get(name);
     if (id !== undefined) return id;
     if (this.namesComplete) {
@@ -244,12 +253,12 @@ export class FileIndex {
       id = ++this.nextName;
       this.pendingNames.push([id, name]);
     }
-    if (this.nameIds.size > 2_000_000) this.releaseMemory();
     this.nameIds.set(name, id);
     return id;
   }
 
   private internDir(parent: number, nameId: number, create: boolean): number | undefined {
+    if (this.dirIds.size > this.cacheLimits.dirs && this.pendingDirs.length === 0) this.dirIds.clear();
     const key = `${parent}/${nameId}`;
     let id = this.dirIds.get(key);
     if (id !== undefined) return id;
@@ -259,7 +268,6 @@ export class FileIndex {
       id = ++this.nextDir;
       this.pendingDirs.push([id, parent, nameId]);
     }
-    if (this.dirIds.size > 1_000_000) this.dirIds.clear();
     this.dirIds.set(key, id);
     return id;
   }
