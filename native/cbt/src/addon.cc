@@ -449,6 +449,10 @@ class Tracker : public Napi::ObjectWrap<Tracker> {
     }
     if (__atomic_load_n(&meta_->stopped, __ATOMIC_SEQ_CST))
       throw MakeError(env, "ESTALE", "the pinned tracker was stopped by another process");
+    if (!pin_dir_.empty())
+      for (const char* n : kLinkNames)
+        if (access((pin_dir_ + "/" + n).c_str(), F_OK) != 0 && !skel_)
+          throw MakeError(env, "ESTALE", "the pinned tracker's attachment " + pin_dir_ + "/" + n + " was removed");
     // Counters first: an overflow flagged before this point belongs to this generation. A bit set after the
     // exchange of its word goes to the next generation; one set before is returned now.
     uint64_t* st = stats_ + (size_t)d->cfg.slot * CBT_STAT_WORDS;
