@@ -35,6 +35,8 @@ type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResul
 
 interface RepoEntry {
   handle: Promise<RepoHandle>;
+  /** Snapshots that existed when the handle was opened (its index knows their blobs). */
+  seen?: Set<string>;
 }
 
 export class TidemarkApi {
@@ -140,9 +142,21 @@ export class TidemarkApi {
   }
 
   private async snapshotsOf(job: Job): Promise<{ repo: RepoHandle; snaps: SnapshotEntry[] }> {
-    const repo = await this.repoFor(job);
+    let repo = await this.repoFor(job);
+    let all = await repo.listSnapshots();
+    const entry = this.repos.get(job.id);
+    if (entry && !entry.seen) entry.seen = new Set(all.map((x) => x.id));
+    else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id))) {
+      // written by another process (the CLI, another computer) since the handle was opened: reopen it,
+      // so its index knows the new blobs
+      this.dropRepo(job.id);
+      repo = await this.repoFor(job);
+      all = await repo.listSnapshots();
+      const fresh = this.repos.get(job.id);
+      if (fresh) fresh.seen = new Set(all.map((x) => x.id));
+    }
     // a repository may hold several jobs' (and the CLI's) snapshots: show this job's own
-    const snaps = (await repo.listSnapshots()).filter((x) => x.job === job.snapshotTag);
+    const snaps = all.filter((x) => x.job === job.snapshotTag);
     this.stats.set(job.id, { snapshots: snaps.length, bytes: this.stats.get(job.id)?.bytes ?? null });
     return { repo, snaps };
   }
