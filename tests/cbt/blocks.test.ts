@@ -236,6 +236,28 @@ describe.skipIf(!avail.ok)('block tracking on a loop-mounted ext4 image', () => 
     expectCovered('uncommitted', v0, fs.readFileSync(f), r);
   });
 
+  it('a write made while a backup runs (after its swap) is reported by the next backup', async () => {
+    const f = path.join(loop.mnt, 'during.bin');
+    fs.writeFileSync(f, randomBytes(2 * MiB));
+    const opts = { dir: path.join(loop.dir, 'store'), consumer: 'job-3', tracker, mapper };
+    let s = await BlockChangeSession.begin([loop.mnt], opts);
+    await computeChangedRanges([f], s);
+    await s.commit();
+    s = await BlockChangeSession.begin([loop.mnt], opts);
+    expect((await computeChangedRanges([f], s)).get(f)).toEqual([]);
+    // the backup is "reading" now; a buffered write and an O_DIRECT write land meanwhile
+    const fd = fs.openSync(f, 'r+');
+    fs.writeSync(fd, Buffer.alloc(10, 3), 0, 10, 40960);
+    fs.closeSync(fd);
+    directWrite(f, f, 300, 1); // copies block 0 over block 300
+    await s.commit();
+    s = await BlockChangeSession.begin([loop.mnt], opts);
+    expect((await computeChangedRanges([f], s)).get(f)).toEqual([
+      { offset: 40960, length: 4096 },
+      { offset: 300 * 4096, length: 4096 },
+    ]);
+  });
+
   it("one job's backup does not consume another job's changes", async () => {
     const f = path.join(loop.mnt, 'shared.bin');
     fs.writeFileSync(f, randomBytes(2 * MiB));
