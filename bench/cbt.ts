@@ -21,7 +21,11 @@ import path from 'node:path';
 import os from 'node:os';
 import { makeLoopExt4 } from '../tests/cbt/helpers.js';
 import { BlockTracker } from '../src/main/tracking/blocks/tracker.js';
-import { BlockChangeSession, computeChangedRanges } from '../src/main/tracking/blocks/store.js';
+import {
+  BlockChangeSession,
+  computeChangedRanges,
+  windowsTouched,
+} from '../src/main/tracking/blocks/store.js';
 import { loadCbtNative } from '../src/main/tracking/blocks/native.js';
 import type { ByteRange } from '../src/main/tracking/blocks/ranges.js';
 import { DEFAULT_CHUNKER, FastCDC, gearTable } from '../src/main/engine/chunk/index.js';
@@ -278,6 +282,9 @@ try {
   );
   console.log(
     `    → ${(withCbt.snapshot.stats.bytesRead / written).toFixed(1)}× the bytes written, ${(engineFullTime / engineCbtTime).toFixed(1)}× faster; same chunk list for the file: ${same}`,
+  );
+  console.log(
+    `    spread guard (computeChangedRanges spread: 1 MiB windows, > 50%): changes touch ${(100 * windowsTouched(ranges, SIZE, MiB)).toFixed(0)}% of the windows → ${windowsTouched(ranges, SIZE, MiB) > 0.5 ? 'left to one plain read' : 'ranges kept'}`,
   );
   for (const c of chunkers) {
     const w = widen(c.ends);

@@ -11,7 +11,8 @@
 //   const t = await BlockTracker.start(sources, { pin: 'tidemark' });   // once, at app start; or a reason
 //   const s = await BlockChangeSession.begin(sources, { dir, consumer: jobId, tracker, mapper: native,
 //                                                       parentSnapshot, log });
-//   const changedRanges = await computeChangedRanges(largeFiles, s, { onWholeFile: (f, why) => log(…) });
+//   const changedRanges = await computeChangedRanges(largeFiles, s, { minSize, onWholeFile: (f, why) => log(…),
+//                                   spread: { window: chunker.avg, maxFraction: 0.5 } });
 //   … backup(repo, { changeHint: { …, changedRanges }, parent: parentSnapshot }) …
 //   await s.commit(result.snapshotId, filesTheBackupRead);               // only after the snapshot is saved
 //
@@ -36,7 +37,9 @@ export {
 export {
   BlockChangeSession,
   computeChangedRanges,
+  windowsTouched,
   type BeginOptions,
+  type ComputeOptions,
   type FileMapper,
   type StoreBody,
 } from './store.js';

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { BlockBitmap } from './bitmap.js';
 import {
+  windowsTouched,
   BlockChangeSession,
   computeChangedRanges,
   readStoreFile,
@@ -490,6 +491,41 @@ describe('continuity: anything unproven means reading the whole file', () => {
     const s = await BlockChangeSession.begin([dir], opts());
     expect(await s.rangesFor(many[0])).toEqual({ whole: expect.stringMatching(/no baseline/) });
     expect(await s.rangesFor(many[many.length - 1])).toEqual({ ranges: [] });
+  });
+});
+
+describe('spread changes', () => {
+  it('a file whose changes touch most chunk-sized windows is left to one plain read', async () => {
+    newFile(names[0], 64); // 256 KiB
+    newFile(names[1], 64);
+    let s = await BlockChangeSession.begin([dir], opts());
+    await computeChangedRanges(names.slice(0, 2), s);
+    await s.commit();
+    for (let l = 0; l < 64; l += 4) world.writeDisk(world.files.get(names[0])!.blocks[l]!.p); // every 16 KiB
+    world.writeDisk(world.files.get(names[1])!.blocks[9]!.p);
+    s = await BlockChangeSession.begin([dir], opts());
+    const why: string[] = [];
+    const m = await computeChangedRanges(names.slice(0, 2), s, {
+      spread: { window: 16 * 1024, maxFraction: 0.5 },
+      onWholeFile: (_, r) => why.push(r),
+    });
+    expect(m.has(names[0])).toBe(false);
+    expect(why).toEqual([expect.stringMatching(/touch 100% of its 16384-byte windows/)]);
+    expect(m.get(names[1])).toEqual([{ offset: 9 * B, length: B }]);
+  });
+  it('windowsTouched counts each window once', async () => {
+    expect(
+      windowsTouched(
+        [
+          { offset: 0, length: 1 },
+          { offset: 10, length: 5 },
+          { offset: 100, length: 101 },
+        ],
+        400,
+        100,
+      ),
+    ).toBe(0.75);
+    expect(windowsTouched([], 400, 100)).toBe(0);
   });
 });
 
