@@ -132,7 +132,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   let pool: WorkerPool | undefined;
   let succeeded = false;
   try {
-    await repo.loadIndex();
+    await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
     const scanMode = hint

@@ -59,7 +59,7 @@ async function findAffected(
 export async function check(repo: Repository, opts: CheckOptions = {}): Promise<CheckReport> {
   const problems: CheckProblem[] = [];
   const signal = opts.signal;
-  await repo.loadIndex();
+  await repo.loadIndex(true); // pick up what other writers added
   for (const e of repo.indexErrors)
     problems.push({ kind: 'corrupt-index', object: `index/${e.name}`, message: e.message, affects: [] });
 

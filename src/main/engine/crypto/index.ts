@@ -94,13 +94,16 @@ export function open(key: Buffer, sealed: Uint8Array, aad?: Uint8Array): Buffer 
 }
 
 /** Keyed BLAKE3 of a blob's plaintext: its ID. */
+const asBuffer = (d: Uint8Array): Buffer =>
+  Buffer.isBuffer(d) ? d : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+
 export function blobId(idKey: Buffer, data: Uint8Array): Buffer {
-  return Blake3Hasher.newKeyed(idKey).update(data).digestBuffer();
+  return Blake3Hasher.newKeyed(idKey).update(asBuffer(data)).digestBuffer();
 }
 
 /** Plain BLAKE3 of stored bytes: the name of a pack/index/snapshot file, so `check` can verify it. */
 export function storageId(data: Uint8Array): string {
-  return new Blake3Hasher().update(data).digest('hex');
+  return new Blake3Hasher().update(asBuffer(data)).digest('hex');
 }
 
 export function randomId(): string {

@@ -142,13 +142,21 @@ export class Repository {
 
   // ---- index ------------------------------------------------------------------------------
 
-  async loadIndex(): Promise<void> {
-    if (this.indexLoaded) return;
-    this.indexLoading ??= (async () => {
+  /**
+   * Loads the index files. With `refresh`, an already loaded index picks up index files other writers
+   * added since (and starts over when a prune elsewhere removed some, since packs may have moved).
+   */
+  async loadIndex(refresh = false): Promise<void> {
+    if (this.indexLoaded && !refresh) return;
+    if (this.indexLoading) return this.indexLoading;
+    this.indexLoading = (async () => {
       const names: string[] = [];
       for await (const o of this.backend.list('index')) names.push(o.name);
+      const listed = new Set(names);
+      if ([...this.indexFiles].some((n) => !listed.has(n))) this.invalidateIndex();
+      const known = new Set(this.indexErrors.map((e) => e.name));
       await mapLimit(names, 8, async (name) => {
-        if (this.indexFiles.has(name)) return;
+        if (this.indexFiles.has(name) || known.has(name)) return;
         try {
           const raw = await this.backend.load('index', name);
           const plain = decodeObject(this.key, raw, `index/${name.slice(0, 12)}`);
@@ -164,7 +172,7 @@ export class Repository {
         }
       });
       this.indexLoaded = true;
-    })();
+    })().finally(() => (this.indexLoading = undefined));
     await this.indexLoading;
   }
 

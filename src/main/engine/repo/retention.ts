@@ -79,7 +79,7 @@ export async function usedBlobs(
 export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<PruneResult> {
   const lock = await repo.lock(true, 'prune', opts.leaseMs);
   try {
-    await repo.loadIndex();
+    await repo.loadIndex(true); // pick up what other writers added
     const oldIndexFiles = [...repo.indexFiles];
     const snapshots = await repo.listSnapshots();
     const used = await usedBlobs(repo, snapshots, opts.signal);

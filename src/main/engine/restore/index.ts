@@ -87,7 +87,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   const hardlinks: { abs: Buffer; first: PlannedFile; node: TreeNode }[] = [];
   let skippedCount = 0;
   try {
-    await repo.loadIndex();
+    await repo.loadIndex(true); // pick up what other writers added
     const snap = await repo.loadSnapshot(opts.snapshot);
     emit();
 
