@@ -84,6 +84,15 @@ suite('browser mode, end to end with the real engine', () => {
     await page.goto(server.tokenUrl);
     await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
     await page.getByText('No backup jobs yet').waitFor();
+    // the first Tab reaches the skip link
+    await page.keyboard.press('Tab');
+    await expect
+      .poll(() =>
+        page
+          .getByRole('link', { name: 'Skip to content' })
+          .evaluate((el) => el === el.ownerDocument.activeElement),
+      )
+      .toBe(true);
     await shot('01-dashboard-empty');
 
     // --- wizard
@@ -92,6 +101,14 @@ suite('browser mode, end to end with the real engine', () => {
     // validation: "Next" on an empty first step shows what is missing
     await page.getByRole('button', { name: 'Next' }).click();
     await page.getByText('add at least one folder to back up').waitFor();
+    // keyboard: the folder browser opens with Enter, closes with Escape and gives focus back
+    const browse = page.getByRole('button', { name: 'Browse for folder to add' });
+    await browse.focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog', { name: 'Folder to add' }).waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await expect.poll(() => browse.evaluate((el) => el === el.ownerDocument.activeElement)).toBe(true);
     // the directory browser served by the engine
     await page.getByRole('button', { name: 'Browse for folder to add' }).click();
     const dialog = page.getByRole('dialog', { name: 'Folder to add' });

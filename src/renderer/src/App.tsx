@@ -1,5 +1,5 @@
 /** The shell: navigation, theme, toasts, and the current page. */
-import { useEffect } from 'react';
+import { useEffect, useRef } from 'react';
 import { useApp, type Route } from './stores/app';
 import { useRuns } from './stores/runs';
 import { useJobs } from './stores/jobs';
@@ -43,7 +43,12 @@ export function App() {
     void useRuns.getState().loadLive();
     void useJobs.getState().load();
   }, [load]);
+  const shownPage = useRef(route.page);
   useEffect(() => {
+    // after navigating, focus goes to the new page (screen readers announce it); not on first load,
+    // where the first Tab must reach the skip link
+    if (shownPage.current === route.page) return;
+    shownPage.current = route.page;
     document.getElementById('main')?.focus();
   }, [route.page]);
   const dark = document.documentElement.dataset.theme === 'dark';
