@@ -123,7 +123,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   const emit = () => {
     progress.elapsedMs = Date.now() - started;
     progress.bytesNew = repo.stats.newBytes - statsAtStart.newBytes;
-    progress.bytesStored = repo.stats.storedBytes - statsAtStart.storedBytes;
+    progress.bytesStored = repo.stats.packedBytes - statsAtStart.packedBytes;
     opts.progress?.({ ...progress });
   };
   emit();

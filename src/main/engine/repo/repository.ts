@@ -50,6 +50,8 @@ export interface InitOptions {
 
 export interface RepoStats {
   storedBytes: number;
+  /** Bytes sealed into packs so far (uploaded or about to be): moves smoothly, for progress. */
+  packedBytes: number;
   newBlobs: number;
   newBytes: number;
 }
@@ -70,7 +72,7 @@ export class Repository {
   private uploadError?: unknown;
   private unindexed: IndexPack[] = [];
   private readonly treeCache = new Map<string, Tree>();
-  readonly stats: RepoStats = { storedBytes: 0, newBlobs: 0, newBytes: 0 };
+  readonly stats: RepoStats = { storedBytes: 0, packedBytes: 0, newBlobs: 0, newBytes: 0 };
 
   private constructor(
     readonly backend: Backend,
@@ -220,6 +222,7 @@ export class Repository {
       this.builders.set(type, b);
     }
     b.add(id, type, compressed, rawLength, sealed);
+    this.stats.packedBytes += sealed.length;
     this.stats.newBlobs++;
     this.stats.newBytes += rawLength;
     if (b.full) await this.uploadPack(b);
