@@ -186,6 +186,15 @@ describe('browser-mode server', () => {
     fs.mkdirSync(path.join(src, 'docs'), { recursive: true });
     fs.writeFileSync(path.join(src, 'docs', 'report.txt'), 'quarterly numbers');
     fs.writeFileSync(path.join(src, 'photo.jpg'), Buffer.alloc(5000, 7));
+    const nested = await c.call('jobs.create', {
+      name: 'Nested',
+      sources: [src],
+      destination: { kind: 'local', path: path.join(src, 'backup') },
+      schedule: { kind: 'manual' },
+      password: 'correct horse',
+    });
+    expect(nested.error).toMatchObject({ code: 'VALIDATION', issues: [{ path: 'destination.path' }] });
+    expect(fs.existsSync(path.join(src, 'backup'))).toBe(false);
     const created = await c.call('jobs.create', {
       name: 'Docs',
       sources: [src],

@@ -219,6 +219,25 @@ export class TidemarkApi {
     if (issues.length) throw new ValidationError(issues);
   }
 
+  /** A repository inside a backed-up folder would back itself up on every run (and the reverse). */
+  private checkOverlap(sources: string[], destination: string): void {
+    const dest = path.resolve(destination);
+    const inside = (a: string, b: string) => a === b || a.startsWith(b.endsWith(path.sep) ? b : b + path.sep);
+    for (const src of sources.map((p) => path.resolve(p))) {
+      if (inside(dest, src))
+        throw new ValidationError([
+          {
+            path: 'destination.path',
+            message: `the destination is inside ${src}, which is backed up: choose a folder outside it`,
+          },
+        ]);
+      if (inside(src, dest))
+        throw new ValidationError([
+          { path: 'destination.path', message: `the folder ${src} is inside the destination` },
+        ]);
+    }
+  }
+
   private async prepareDestination(location: string, password: string): Promise<void> {
     if (!path.isAbsolute(location))
       throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
@@ -357,6 +376,7 @@ export class TidemarkApi {
       'jobs.get': async (a) => this.summary(await this.job(a.id)),
       'jobs.create': async (a) => {
         await this.checkSources(a.sources);
+        this.checkOverlap(a.sources, a.destination.path);
         const destination = { kind: 'local' as const, path: path.resolve(a.destination.path) };
         await this.prepareDestination(destination.path, a.password);
         const spec: JobSpec = {
@@ -377,6 +397,7 @@ export class TidemarkApi {
         const job = await this.job(a.id);
         const c = a.changes;
         if (c.sources) await this.checkSources(c.sources);
+        this.checkOverlap(c.sources ?? job.sources, c.destination?.path ?? job.destination.path);
         if (c.destination && path.resolve(c.destination.path) !== job.destination.path) {
           await this.prepareDestination(path.resolve(c.destination.path), await this.password(job));
           this.dropRepo(job.id);
