@@ -27,3 +27,4 @@ export {
   type JournalOptions,
 } from './journal.js';
 export { runTrackerDaemon, type TrackerDaemonOptions, type TrackerDaemonResult } from './daemon.js';
+export { TrackerService, journalBackup, type TrackerServiceOptions } from './service.js';
