@@ -26,8 +26,7 @@ import {
 import type { SnapshotEntry } from '../engine/repo/types.js';
 import type { ApiServices, JobSpec, RepoHandle, Runner } from './services.js';
 import { ApiUsageError, ValidationError, toWire } from './errors.js';
-import { RunManager } from './runner.js';
-import type { MemoryState } from './state.js';
+import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 
@@ -53,7 +52,14 @@ export class TidemarkApi {
     this.events.setMaxListeners(0);
     const emit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) =>
       this.emit(event, payload as never);
-    this.runs = s.runner ? s.runner(emit) : new RunManager({ ...s, runs: s.runs as MemoryState }, emit);
+    if (s.runner) this.runs = s.runner(emit);
+    else {
+      // the API's own runner records runs itself, so it needs a store that can save them
+      const runs = s.runs as RunManagerDeps['runs'];
+      if (typeof runs.saveRun !== 'function')
+        throw new Error('without a runner, `runs` must be able to saveRun');
+      this.runs = new RunManager({ ...s, runs }, emit);
+    }
     this.events.on('run.finished', (run: { jobId: string }) => {
       this.dropRepo(run.jobId);
       void this.refreshStats(run.jobId);
