@@ -40,6 +40,7 @@ export async function runDesktopApp(
     win.focus();
   };
   app.on('second-instance', open);
+  if (process.platform === 'win32') app.setAppUserModelId('app.tidemark.desktop'); // notifications need it
   await app.whenReady();
   bindIpc(
     api,
