@@ -104,6 +104,7 @@ export interface RunSample {
   readBps: number;
   writtenBps: number;
   filesPerSec: number;
-  /** plaintext bytes done / bytes stored so far (≥ 1 when dedup and compression save space) */
+  /** Bytes processed ÷ bytes stored so far (what dedup and compression save; 1 = nothing); 0 while
+   *  nothing has been stored yet (as in the shared API's RunSample). */
   dedupRatio: number;
 }

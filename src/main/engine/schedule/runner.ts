@@ -85,7 +85,7 @@ export class Sampler {
       readBps: ((p.bytesRead - this.last.read) * 1000) / dt,
       writtenBps: ((p.bytesStored - this.last.stored) * 1000) / dt,
       filesPerSec: ((p.filesDone - this.last.files) * 1000) / dt,
-      dedupRatio: p.bytesStored > 0 ? p.bytesDone / p.bytesStored : p.bytesDone > 0 ? 0 : 1,
+      dedupRatio: p.bytesStored > 0 ? p.bytesDone / p.bytesStored : 0,
     };
     this.last = { t, read: p.bytesRead, stored: p.bytesStored, files: p.filesDone };
     this.pending.push(s);
