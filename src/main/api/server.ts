@@ -77,7 +77,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     [
       "default-src 'self'",
       "script-src 'self'",
-      "style-src 'self' 'unsafe-inline'",
+      "style-src 'self'",
       "img-src 'self' data:",
       "font-src 'self' data:",
       `connect-src 'self' ws://127.0.0.1:${port} ws://localhost:${port}`,
