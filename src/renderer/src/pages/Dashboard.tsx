@@ -116,33 +116,36 @@ function JobCard({ job }: { job: JobSummary }) {
         >
           <Icon name="restore" size={16} /> Restore
         </button>
-        <button
-          className="button ghost"
-          onClick={() => navigate({ page: 'wizard', jobId: job.id })}
-          aria-label={`Edit ${job.name}`}
-        >
-          <Icon name="edit" size={16} /> Edit
-        </button>
-        {!live ? (
+        <span className="spacer" />
+        <span className="job-more">
           <button
-            className="button ghost"
-            title="Re-read every file instead of only the changed ones, to re-verify the backup"
-            onClick={async () => {
-              const run = await runNow(job.id, true);
-              if (run) navigate({ page: 'run', runId: run.id });
-            }}
+            className="button ghost small"
+            onClick={() => navigate({ page: 'wizard', jobId: job.id })}
+            aria-label={`Edit ${job.name}`}
           >
-            <Icon name="clock" size={16} /> Full backup
+            Edit
           </button>
-        ) : null}
-        <button
-          className="button ghost"
-          disabled={checking || job.snapshotCount === 0}
-          title="Verify that the repository is complete and readable"
-          onClick={() => void check(job.id)}
-        >
-          <Icon name="check" size={16} /> {checking ? 'Checking…' : 'Check'}
-        </button>
+          {!live ? (
+            <button
+              className="button ghost small"
+              title="Re-read every file instead of only the changed ones, to re-verify the backup"
+              onClick={async () => {
+                const run = await runNow(job.id, true);
+                if (run) navigate({ page: 'run', runId: run.id });
+              }}
+            >
+              Full backup
+            </button>
+          ) : null}
+          <button
+            className="button ghost small"
+            disabled={checking || job.snapshotCount === 0}
+            title="Verify that the repository is complete and readable"
+            onClick={() => void check(job.id)}
+          >
+            {checking ? 'Checking…' : 'Check'}
+          </button>
+        </span>
       </footer>
     </article>
   );
