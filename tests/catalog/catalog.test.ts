@@ -161,7 +161,7 @@ describe('Catalog records', () => {
     v1.prepare("INSERT INTO runs(job_id, trigger, status) VALUES (1, 'manual', 'running')").run();
     v1.close();
     const c = new Catalog(dir);
-    expect(schemaVersion(c.db)).toBe(2);
+    expect(schemaVersion(c.db)).toBe(MIGRATIONS.length);
     expect(c.getRun(1).status).toBe('running');
     expect(c.db.prepare('SELECT owner FROM runs WHERE id = 1').pluck().get()).toBeNull();
     expect(c.failInterruptedRuns()).toBe(1); // no owner recorded: interrupted

@@ -159,6 +159,13 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
   (db) => {
     db.exec('ALTER TABLE runs ADD COLUMN owner TEXT');
   },
+  // 3: the name index without per-row token counts (columnsize=0: only ranking needs them).
+  (db) => {
+    db.exec(`DROP TABLE names_fts;
+      CREATE VIRTUAL TABLE names_fts USING fts5(name, content='names', content_rowid='id',
+        tokenize='trigram case_sensitive 0', detail='none', columnsize=0);
+      INSERT INTO names_fts(names_fts) VALUES ('rebuild');`);
+  },
 ];
 
 export interface OpenOptions {
