@@ -12,7 +12,7 @@ import { Empty, Modal, ProgressBar } from '../components/ui';
 import { FolderInput } from '../components/DirBrowser';
 import { Icon } from '../components/Icon';
 import { bytes, dateTime, dirname, when } from '../format';
-import type { BrowseEntry, OverwritePolicy } from '../api';
+import { api, type BrowseEntry, type OverwritePolicy } from '../api';
 
 function Breadcrumbs({ path, onOpen }: { path: string; onOpen: (p: string) => void }) {
   const parts = path.split('/').filter(Boolean);
@@ -141,6 +141,14 @@ function RestoreDialog({ onClose }: { onClose: () => void }) {
           </button>
         ) : (
           <>
+            {running ? (
+              <button
+                className="button danger"
+                onClick={() => void api.call('restore.cancel', { id: mine!.id })}
+              >
+                Stop restoring
+              </button>
+            ) : null}
             <button className="button" onClick={onClose}>
               {running ? 'Hide' : 'Cancel'}
             </button>
