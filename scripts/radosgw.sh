@@ -5,6 +5,10 @@
 #   scripts/radosgw.sh stop     # stop every daemon this script started and delete its data
 #   scripts/radosgw.sh status   # exit 0 when the gateway answers
 #   scripts/radosgw.sh env      # print the connection settings (shell syntax)
+#   scripts/radosgw.sh acquire PID / release PID
+#                               # shared use by test runs: acquire starts it if needed and records PID
+#                               # as a user; release forgets PID and stops the cluster when no live user
+#                               # is left — only if acquire started it (a cluster started by hand stays)
 #
 # One monitor, one bluestore OSD on a sparse file, one radosgw with the beast frontend, all on
 # loopback, with cephx keys generated per run; S3 requests are signed with keys made by
@@ -171,7 +175,7 @@ start() {
   # Monitor.
   monmaptool --create --fsid "$fsid" --add a "127.0.0.1:$MON_PORT" "$DIR/monmap" >/dev/null
   ceph-mon -c "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/keyring" 2>>"$DIR/log/setup.log" || die "ceph-mon --mkfs failed"
-  ceph-mon -c "$CONF" -i a 9>&- 2>>"$DIR/log/setup.log" || die "ceph-mon did not start"
+  ceph-mon -c "$CONF" -i a 9>&- >/dev/null 2>>"$DIR/log/setup.log" || die "ceph-mon did not start"
   wait_for 20 "the monitor" timeout 5 "${CEPH[@]}" mon stat
 
   # One bluestore OSD on a sparse file (bluestore block create makes $DIR/osd/block).
@@ -179,11 +183,11 @@ start() {
   id=$(timeout 20 "${CEPH[@]}" osd new "$osd_uuid" 2>>"$DIR/log/setup.log") || die "ceph osd new failed"
   [ "$id" = 0 ] || die "unexpected OSD id $id"
   ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" 2>>"$DIR/log/setup.log" >/dev/null || die "ceph-osd --mkfs failed"
-  ceph-osd -c "$CONF" -i 0 9>&- 2>>"$DIR/log/setup.log" || die "ceph-osd did not start"
+  ceph-osd -c "$CONF" -i 0 9>&- >/dev/null 2>>"$DIR/log/setup.log" || die "ceph-osd did not start"
   wait_for 30 "the OSD to come up" sh -c "timeout 5 ${CEPH[*]} osd dump 2>/dev/null | grep -q '^osd.0 up'"
 
   # The gateway creates its pools on first start.
-  radosgw -c "$CONF" -n client.rgw 9>&- 2>>"$DIR/log/setup.log" || die "radosgw did not start"
+  radosgw -c "$CONF" -n client.rgw 9>&- >/dev/null 2>>"$DIR/log/setup.log" || die "radosgw did not start"
   wait_for 60 "radosgw on 127.0.0.1:$PORT" http_up
   timeout 30 radosgw-admin -c "$CONF" user create --uid=tidemark-test --display-name="Tidemark tests" \
     --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null 2>>"$DIR/log/setup.log" || die "radosgw-admin user create failed"
@@ -200,8 +204,39 @@ stop() {
   log "stopped"
 }
 
-# start/stop are serialised across processes (test files running in parallel share one cluster).
-# The daemons are started with fd 9 closed so they do not inherit the lock.
+USERS="$DIR.users"
+MARKER="$DIR.started-by-acquire"
+
+acquire() {
+  local pid=$1 out
+  mkdir -p "$USERS"
+  echo "$pid" >"$USERS/$pid"
+  out=$(start 2>&1) || {
+    rm -f "$USERS/$pid"
+    echo "$out" >&2
+    exit 1
+  }
+  case "$out" in *"already running"*) ;; *) touch "$MARKER" ;; esac
+  echo "$ENV_FILE"
+}
+
+release() {
+  local pid=$1 f
+  rm -f "$USERS/$pid"
+  for f in "$USERS"/*; do
+    [ -e "$f" ] || continue
+    if kill -0 "$(basename "$f")" 2>/dev/null; then return 0; fi # someone still uses it
+    rm -f "$f"
+  done
+  if [ -e "$MARKER" ]; then
+    stop
+    rm -f "$MARKER"
+  fi
+}
+
+# Every command that changes state runs under one lock, so test runs starting and finishing at the
+# same time never stop a cluster another run has just decided to use. The daemons are started with
+# fd 9 closed so they do not inherit the lock.
 with_lock() {
   mkdir -p "$(dirname "$DIR")"
   exec 9>"$DIR.lock"
@@ -212,10 +247,12 @@ with_lock() {
 case "${1:-}" in
   start) with_lock start ;;
   stop) with_lock stop ;;
+  acquire) with_lock acquire "${2:?usage: acquire PID}" ;;
+  release) with_lock release "${2:?usage: release PID}" ;;
   status) pid_alive "$DIR/run/client.rgw.pid" && http_up ;;
   env) cat "$ENV_FILE" ;;
   *)
-    echo "usage: $0 start|stop|status|env" >&2
+    echo "usage: $0 start|stop|status|env|acquire PID|release PID" >&2
     exit 64
     ;;
 esac

@@ -62,7 +62,7 @@ async function workloadThroughFaults(server: S3Server, seed: number) {
   try {
     const objects: { type: ObjectType; name: string; data: Buffer; conditional: boolean }[] = [];
     const types: ObjectType[] = ['data', 'index', 'snapshots', 'locks', 'keys'];
-    for (let i = 0; i < 36; i++) {
+    for (let i = 0; i < 25; i++) {
       const type = types[i % types.length];
       const size = i === 0 ? 0 : Math.floor(((i * 7919) % 97) * 3000);
       objects.push({
@@ -75,7 +75,7 @@ async function workloadThroughFaults(server: S3Server, seed: number) {
     objects.push({
       type: 'data',
       name: crypto.randomBytes(32).toString('hex'),
-      data: crypto.randomBytes(11 * 1024 * 1024 + 3),
+      data: crypto.randomBytes(8 * 1024 * 1024 + 3),
       conditional: false,
     });
 

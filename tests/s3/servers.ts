@@ -17,16 +17,9 @@ const run = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const RADOSGW_SCRIPT = path.join(root, 'scripts/radosgw.sh');
 export const RADOSGW_DIR = process.env.TIDEMARK_RGW_DIR ?? '/tmp/tidemark-radosgw';
-/** Written when a test run (not a person) started radosgw, so the global teardown knows to stop it. */
-export const STARTED_BY_TESTS = `${RADOSGW_DIR}.started-by-tests`;
-/** One file per vitest run using radosgw (named by the run's main pid): the last one out stops it. */
-export const RADOSGW_USERS = `${RADOSGW_DIR}.users`;
-
-function registerUser(): void {
-  const pid = process.env.TIDEMARK_VITEST_PID;
-  if (!pid) return;
-  fs.mkdirSync(RADOSGW_USERS, { recursive: true });
-  fs.writeFileSync(path.join(RADOSGW_USERS, pid), '');
+/** The test run's id for `radosgw.sh acquire/release` (the vitest main process, set by global-setup.ts). */
+export function testRunId(): string {
+  return process.env.TIDEMARK_VITEST_PID ?? String(process.pid);
 }
 
 export interface S3Server {
@@ -81,18 +74,12 @@ export function useRadosgw(): Promise<S3Server | string> {
     } catch {
       return 'Ceph radosgw is not installed (apt-get install -y --no-install-recommends radosgw ceph-mon ceph-osd, or run .ci/setup.d/40-radosgw.sh)';
     }
-    registerUser();
-    const wasUp = await run('bash', [RADOSGW_SCRIPT, 'status']).then(
-      () => true,
-      () => false,
-    );
-    if (!wasUp) {
-      try {
-        await run('bash', [RADOSGW_SCRIPT, 'start'], { timeout: 150_000 });
-      } catch (err) {
-        return `radosgw failed to start: ${(err as { stderr?: string }).stderr?.slice(-2000) ?? String(err)}`;
-      }
-      fs.writeFileSync(STARTED_BY_TESTS, String(process.pid));
+    // acquire starts the cluster when needed and records this test run as a user, under the script's
+    // lock (test files running in parallel, and parallel test runs, share one cluster).
+    try {
+      await run('bash', [RADOSGW_SCRIPT, 'acquire', testRunId()], { timeout: 200_000 });
+    } catch (err) {
+      return `radosgw failed to start: ${(err as { stderr?: string }).stderr?.slice(-2000) ?? String(err)}`;
     }
     const env = readEnv(path.join(RADOSGW_DIR, 'env'));
     return {
