@@ -11,7 +11,6 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { BigIntStats } from 'node:fs';
 import type { Repository } from '../repo/repository.js';
 import { BlobType } from '../repo/blobIndex.js';
 import type { DirSummary, ID, SkippedEntry, Snapshot, SnapshotEntry, TreeNode, Tree } from '../repo/types.js';
@@ -26,12 +25,13 @@ import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '.
 import type {
   BackupFileResult,
   BackupFileTask,
+  ListDirResult,
   SealedBlobMsg,
   SmallFileResult,
   SmallFilesResult,
   TaskEvent,
 } from '../workers/protocol.js';
-import { Excluder, HintPlan, metadataNode, unchangedFile } from '../scan/index.js';
+import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { nameBytes } from '../repo/tree.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
@@ -48,6 +48,29 @@ const sep = Buffer.from(path.sep);
 const join = (dir: Buffer, name: Buffer) =>
   dir.length === 1 && dir[0] === sep[0] ? Buffer.concat([dir, name]) : Buffer.concat([dir, sep, name]);
 const show = (p: Buffer) => p.toString('utf8');
+
+/** True when an entry's lstat matches the previous snapshot's node in everything a tree records. */
+function sameMetadata(prev: TreeNode, st: EntryStat): boolean {
+  return (
+    prev.type === st.type &&
+    prev.mode === st.mode &&
+    prev.mtimeNs === st.mtimeNs &&
+    prev.ctimeNs === st.ctimeNs &&
+    prev.inode === st.ino &&
+    prev.dev === st.dev &&
+    prev.uid === st.uid &&
+    prev.gid === st.gid &&
+    (st.type !== 'file' || (prev.size === st.size && (prev.nlink ?? 1) === (st.nlink > 1 ? st.nlink : 1))) &&
+    prev.rdev === (st.type === 'chardev' || st.type === 'blockdev' ? st.rdev : undefined) &&
+    prev.atimeNs === undefined &&
+    prev.user === undefined &&
+    prev.group === undefined
+  );
+}
+
+function sameSummary(a: DirSummary, b: DirSummary | undefined): boolean {
+  return !!b && a.files === b.files && a.dirs === b.dirs && a.bytes === b.bytes;
+}
 
 /** Normalizes source paths: absolute, no duplicates, none inside another. */
 export function normalizeSources(paths: string[]): string[] {
@@ -334,28 +357,41 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       }
     };
 
-    const lstat = async (p: Buffer): Promise<BigIntStats> => {
+    const lstat = async (p: Buffer): Promise<EntryStat> => {
       counters.stat++;
-      return fs.lstat(p, { bigint: true });
+      return entryStat(await fs.lstat(p, { bigint: true }));
     };
 
     /** Builds the node of one entry; dirs recurse. Returns undefined when the entry is skipped. */
     const saveEntry = async (
       abs: Buffer,
       raw: Buffer,
-      st: BigIntStats,
+      st: EntryStat,
       prev: TreeNode | undefined,
       mode: 'scan' | 'full',
     ): Promise<TreeNode | undefined> => {
-      const node = metadataNode(raw, st);
       progress.filesScanned++;
+      // An entry whose metadata equals the previous snapshot's is kept as the very same node object,
+      // so a directory whose entries are all unchanged keeps its tree without re-encoding it.
+      const same = !!prev && sameMetadata(prev, st);
+      if (same && st.type === 'file' && !opts.forceFull && prev!.content) {
+        stats.files++;
+        stats.totalBytes += st.size;
+        stats.filesUnchanged++;
+        progress.filesDone++;
+        progress.bytesScanned += st.size;
+        progress.bytesDone += st.size;
+        return prev;
+      }
+      const node = metadataNode(raw, st);
       switch (node.type) {
         case 'dir': {
           const saved = await saveDir(abs, prev?.type === 'dir' ? prev : undefined, mode);
           if (saved === undefined) return undefined;
+          stats.dirs++;
+          if (same && saved.id === prev!.subtree && sameSummary(saved.summary, prev!.summary)) return prev;
           node.subtree = saved.id;
           node.summary = saved.summary;
-          stats.dirs++;
           return node;
         }
         case 'file': {
@@ -369,7 +405,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             progress.bytesDone += node.size ?? 0;
             return node;
           }
-          const saved = await readFile(abs, node, Number(st.mtimeNs / 1000n) / 1000, prev);
+          const saved = await readFile(abs, node, st.mtimeMs, prev);
           if (saved) {
             stats.files++;
             stats.totalBytes += saved.size ?? 0;
@@ -382,6 +418,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             const text = target.toString('utf8');
             node.linkTarget = text;
             if (!Buffer.from(text, 'utf8').equals(target)) node.linkTargetRaw = target.toString('base64');
+            if (same && prev!.linkTarget === node.linkTarget && prev!.linkTargetRaw === node.linkTargetRaw)
+              return prev;
             return node;
           } catch (err) {
             skip(show(abs), err);
@@ -430,7 +468,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         for (const n of prevTree.nodes) {
           const childAbs = join(abs, nameBytes(n));
           if (n.type === 'dir' && hint!.leadsToChange(show(childAbs))) {
-            let st: BigIntStats;
+            let st: EntryStat;
             try {
               st = await lstat(childAbs);
             } catch {
@@ -471,7 +509,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         });
       else progress.filesScanned++;
     };
-    const saveTree = async (nodes: TreeNode[]): Promise<SavedDir> => {
+    const summarize = (nodes: TreeNode[]): DirSummary => {
       const summary: DirSummary = { files: 0, dirs: 0, bytes: 0 };
       for (const n of nodes) {
         if (n.type === 'file') {
@@ -483,40 +521,30 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           summary.bytes += n.summary?.bytes ?? 0;
         }
       }
-      return { id: await repo.saveTree({ nodes }), summary };
+      return summary;
     };
+    const saveTree = async (nodes: TreeNode[]): Promise<SavedDir> => ({
+      id: await repo.saveTree({ nodes }),
+      summary: summarize(nodes),
+    });
 
-    /** One directory's entries and their lstat results (or errors); `undefined` when unreadable. */
+    /** One directory's entries and their lstat results (or errors; undefined when excluded). The
+     *  listing and the lstat calls run in a worker with synchronous calls: far cheaper per entry than
+     *  promise-based calls, and off the thread that serves the UI. */
     interface Listing {
       names: Buffer[];
-      stats: (BigIntStats | Error | undefined)[]; // undefined: excluded
+      stats: (EntryStat | Error | undefined)[];
     }
     const listDir = async (abs: Buffer): Promise<Listing | Error> => {
-      let names: Buffer[];
-      try {
-        counters.readdir++;
-        names = (await fs.readdir(abs, { encoding: 'buffer' })) as Buffer[];
-      } catch (err) {
-        return err as Error;
-      }
-      names.sort(Buffer.compare);
-      const stats: (BigIntStats | Error | undefined)[] = new Array(names.length);
-      let next = 0;
-      // lstat in parallel, a bounded number at a time
-      await Promise.all(
-        Array.from({ length: Math.min(16, names.length) }, async () => {
-          while (next < names.length) {
-            const i = next++;
-            const childAbs = join(abs, names[i]);
-            if (excluder.excludes(show(childAbs), show(names[i]))) continue;
-            try {
-              stats[i] = await lstat(childAbs);
-            } catch (err) {
-              stats[i] = err as Error;
-            }
-          }
-        }),
-      );
+      counters.readdir++;
+      const r = await pool!.run<ListDirResult>({ op: 'listDir', path: abs });
+      if (r.error) return Object.assign(new Error(r.error.message), { code: r.error.code });
+      counters.stat += r.names.length;
+      const names = r.names.map((n) => Buffer.from(n.buffer, n.byteOffset, n.byteLength));
+      const stats = r.stats.map((st, i) => {
+        if (excluder.excludes(show(join(abs, names[i])), show(names[i]))) return undefined;
+        return 'error' in st ? Object.assign(new Error(st.error.message), { code: st.error.code }) : st;
+      });
       return { names, stats };
     };
     // The walk is depth-first (bounded memory); listings of the next directories are fetched ahead so
@@ -550,7 +578,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         if (
           st &&
           !(st instanceof Error) &&
-          st.isDirectory() &&
+          st.type === 'dir' &&
           (mode === 'full' || !hint || hint.decide(show(join(abs, names[i]))) === 'scan')
         ) {
           const childAbs = join(abs, names[i]);
@@ -562,7 +590,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           }
         }
       }
-      const prevNodes = byName(prevTreeId ? await repo.loadTree(prevTreeId) : undefined);
+      const prevTree = prevTreeId ? await repo.loadTree(prevTreeId) : undefined;
+      const prevNodes = byName(prevTree);
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
       for (let i = 0; i < names.length; i++) {
         throwIfAborted(signal);
@@ -576,10 +605,16 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         }
         const prev = prevNodes.get(names[i].toString('latin1'));
         const p = saveEntry(childAbs, names[i], st, prev, mode);
-        if (st.isDirectory()) await p; // walk directories depth-first; files run concurrently
+        if (st.type === 'dir') await p; // walk directories depth-first; files run concurrently
         pendingNodes.push(p);
       }
       const nodes = (await Promise.all(pendingNodes)).filter((n): n is TreeNode => !!n);
+      if (
+        prevTree &&
+        nodes.length === prevTree.nodes.length &&
+        nodes.every((n, i) => n === prevTree.nodes[i])
+      )
+        return { id: prevTreeId!, summary: summarize(nodes) }; // nothing changed here: same tree, not re-encoded
       return saveTree(nodes);
     };
 
@@ -598,7 +633,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         const abs = prefix === path.sep ? path.sep + name : prefix + path.sep + name;
         const absBuf = Buffer.from(abs);
         const prev = prevNodes.get(Buffer.from(name).toString('latin1'));
-        let st: BigIntStats;
+        let st: EntryStat;
         try {
           st = await lstat(absBuf);
         } catch (err) {

@@ -27,24 +27,57 @@ export function nameFields(raw: Buffer): Pick<TreeNode, 'name' | 'rawName'> {
   return Buffer.from(name, 'utf8').equals(raw) ? { name } : { name, rawName: raw.toString('base64') };
 }
 
-export function metadataNode(raw: Buffer, st: BigIntStats): TreeNode {
-  const type = nodeTypeOf(st);
-  const node: TreeNode = {
-    ...nameFields(raw),
-    type,
+/** What the scan needs of an lstat result, in plain values (cheap to pass between threads). */
+export interface EntryStat {
+  type: NodeType;
+  mode: number;
+  size: number;
+  mtimeNs: string;
+  mtimeMs: number;
+  ctimeNs: string;
+  uid: number;
+  gid: number;
+  ino: number;
+  dev: number;
+  nlink: number;
+  rdev: number;
+}
+
+export function entryStat(st: BigIntStats): EntryStat {
+  return {
+    type: nodeTypeOf(st),
     mode: Number(st.mode & 0o7777n),
+    size: Number(st.size),
     mtimeNs: st.mtimeNs.toString(),
+    mtimeMs: Number(st.mtimeNs / 1000n) / 1000,
     ctimeNs: st.ctimeNs.toString(),
     uid: Number(st.uid),
     gid: Number(st.gid),
-    inode: Number(st.ino),
+    ino: Number(st.ino),
     dev: Number(st.dev),
+    nlink: Number(st.nlink),
+    rdev: Number(st.rdev),
+  };
+}
+
+export function metadataNode(raw: Buffer, st: EntryStat): TreeNode {
+  const type = st.type;
+  const node: TreeNode = {
+    ...nameFields(raw),
+    type,
+    mode: st.mode,
+    mtimeNs: st.mtimeNs,
+    ctimeNs: st.ctimeNs,
+    uid: st.uid,
+    gid: st.gid,
+    inode: st.ino,
+    dev: st.dev,
   };
   if (type === 'file') {
-    node.size = Number(st.size);
-    if (st.nlink > 1n) node.nlink = Number(st.nlink);
+    node.size = st.size;
+    if (st.nlink > 1) node.nlink = st.nlink;
   }
-  if (type === 'chardev' || type === 'blockdev') node.rdev = Number(st.rdev);
+  if (type === 'chardev' || type === 'blockdev') node.rdev = st.rdev;
   return node;
 }
 

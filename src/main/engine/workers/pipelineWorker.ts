@@ -9,7 +9,17 @@ import { parentPort, workerData } from 'node:worker_threads';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { execFile } from 'node:child_process';
-import { readlinkSync, openSync, fstatSync, readSync, closeSync, constants as FS } from 'node:fs';
+import {
+  readlinkSync,
+  openSync,
+  fstatSync,
+  readSync,
+  closeSync,
+  readdirSync,
+  lstatSync,
+  constants as FS,
+} from 'node:fs';
+import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, open as openSealed, seal } from '../crypto/index.js';
 import { maybeCompress, decompress } from '../compress/index.js';
@@ -19,6 +29,8 @@ import type {
   DecodeResult,
   DecodeTask,
   FromWorker,
+  ListDirResult,
+  ListDirTask,
   SealedBlobMsg,
   SmallFileResult,
   SmallFilesResult,
@@ -294,6 +306,28 @@ function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFi
   })();
 }
 
+function listDir(task: ListDirTask): ListDirResult {
+  const dir = Buffer.from(task.path);
+  let names: Buffer[];
+  try {
+    names = readdirSync(dir, { encoding: 'buffer' }) as Buffer[];
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    return { error: { message: e.message, code: e.code }, names: [], stats: [] };
+  }
+  names.sort(Buffer.compare);
+  const sep = dir.length === 1 && dir[0] === 0x2f ? Buffer.alloc(0) : Buffer.from('/');
+  const stats: ListDirResult['stats'] = names.map((n) => {
+    try {
+      return entryStat(lstatSync(Buffer.concat([dir, sep, n]), { bigint: true }));
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      return { error: { message: e.message, code: e.code } };
+    }
+  });
+  return { names: names.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.byteLength)), stats };
+}
+
 function decode(task: DecodeTask): DecodeResult {
   return {
     items: task.items.map((it) => {
@@ -336,6 +370,7 @@ port.on('message', (msg: ToWorker) => {
         transfer: r.files.flatMap((f) => (f.error ? [] : f.blobs.map((b) => b.sealed.buffer as ArrayBuffer))),
       };
     }
+    if (task.op === 'listDir') return { result: listDir(task), transfer: [] };
     const r = decode(task);
     return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };
   };

@@ -1,4 +1,5 @@
 /** Messages between the engine (main thread) and its CPU workers. */
+import type { EntryStat } from '../scan/index.js';
 
 export interface WorkerInit {
   encryptionKey: Uint8Array;
@@ -44,7 +45,20 @@ export interface DecodeTask {
   items: { id: string; offset: number; length: number; compressed: boolean; rawLength: number }[];
 }
 
-export type Task = BackupFileTask | SmallFilesTask | DecodeTask;
+/** A directory listing with every entry's lstat, done in a worker with synchronous calls. */
+export interface ListDirTask {
+  op: 'listDir';
+  path: Uint8Array;
+}
+
+export interface ListDirResult {
+  /** Set when the directory itself cannot be read. */
+  error?: { message: string; code?: string };
+  names: Uint8Array[];
+  stats: (EntryStat | { error: { message: string; code?: string } })[];
+}
+
+export type Task = BackupFileTask | SmallFilesTask | DecodeTask | ListDirTask;
 
 export interface SealedBlobMsg {
   id: Uint8Array;
