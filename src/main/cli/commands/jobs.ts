@@ -15,6 +15,7 @@ import { rebuildRepository } from '../../engine/catalog/sync.js';
 import type { Job, JobSpec, RepositoryRecord, RunRecord, Schedule } from '../../engine/catalog/types.js';
 import { JobRunner } from '../../engine/schedule/runner.js';
 import { createJobSystem } from '../../engine/schedule/system.js';
+import { TrackerService, journalBackup } from '../../tracking/service.js';
 import { createRunEvents } from '../../engine/schedule/events.js';
 import { describeSchedule, nextFireTime, validateSchedule } from '../../engine/schedule/schedules.js';
 import { describePolicy } from '../../engine/schedule/retention.js';
@@ -486,13 +487,25 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
     .description('run the job scheduler in the foreground (headless); Ctrl-C stops it')
     .option('--concurrency <n>', 'jobs for different repositories running at once', count, 1)
     .action(async (o) => {
+      // The change tracker runs in this process for the sources of all jobs, so backups visit only
+      // what changed (DESIGN.md §3); a job added or edited meanwhile is picked up at its next run.
+      const line = (s: string) => io.out(`${new Date().toISOString()} ${s}\n`);
+      const tracker = new TrackerService({ dataDir: ctx.dataDir(), log: line });
+      const store = secrets();
       const system = createJobSystem({
         dataDir: ctx.dataDir(),
-        secrets: secrets(),
+        secrets: store,
         concurrency: o.concurrency,
+        engine: createJobEngine({
+          secrets: store,
+          backup: async (repo, opts) => {
+            await tracker.setRoots(system.catalog.listJobs().flatMap((j) => j.sources));
+            return journalBackup(await tracker.journal(), repo, opts, opts.job ?? 'default');
+          },
+        }),
       });
+      await tracker.setRoots(system.catalog.listJobs().flatMap((j) => j.sources));
       const { catalog: c, events, scheduler } = system;
-      const line = (s: string) => io.out(`${new Date().toISOString()} ${s}\n`);
       const name = (id: number) => c.findJob(id)?.name ?? `job ${id}`;
       events.on('run-started', (e) =>
         line(`started "${name(e.jobId)}" (run ${e.runId}, ${e.trigger}${e.full ? ', full' : ''})`),
@@ -516,6 +529,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
       });
       line('stopping: cancelling running jobs');
       await system.close();
+      await tracker.stop();
     });
 
   const cat = program

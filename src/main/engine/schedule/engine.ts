@@ -71,10 +71,12 @@ export async function openCatalogRepository(
 export function createJobEngine(opts: {
   secrets: SecretStore;
   backendOptions?: BackendOptions;
+  /** Replaces the plain backup, e.g. with one planned from the change journal (tracking/service.ts). */
+  backup?: JobEngine<Repository>['backup'];
 }): JobEngine<Repository> {
   return {
     openRepo: (_job, repository) => openCatalogRepository(opts.secrets, repository, opts.backendOptions),
-    backup: (repo, o) => backup(repo, o),
+    backup: opts.backup ?? ((repo, o) => backup(repo, o)),
     forget: (repo, policy, o) => forget(repo, policy, { dryRun: o.dryRun, job: o.job }),
     prune: (repo, o) => prune(repo, { signal: o.signal }),
     check: (repo, o) => check(repo, { readData: o.readData, signal: o.signal }),
