@@ -293,6 +293,20 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         prevSizes.push(loc.rawLength);
       }
       if (prevSizes.reduce((a, b) => a + b, 0) !== prev.size) return undefined;
+      // When the changes touch most chunks, one sequential read of the whole file is faster.
+      const sorted = [...ranges].sort((a, b) => a.offset - b.offset);
+      let touched = 0;
+      let r = 0;
+      let off = 0;
+      for (const len of prevSizes) {
+        while (r < sorted.length && sorted[r].offset + sorted[r].length <= off) r++;
+        if (r < sorted.length && sorted[r].offset < off + len) touched++;
+        off += len;
+      }
+      if (touched > prevSizes.length / 2) {
+        log(`${show(abs)}: changes touch ${touched} of ${prevSizes.length} chunks; reading the whole file`);
+        return undefined;
+      }
       return { prevIds: prev.content, prevSizes, changed: ranges };
     };
     const readLarge = async (

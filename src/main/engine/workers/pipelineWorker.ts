@@ -136,18 +136,35 @@ async function backupFileRanges(
       pos = ends[k];
       continue;
     }
-    // re-chunk from pos until back in step with the previous boundaries, reading about one average
-    // chunk at a time so little is read beyond the point where the cuts fall back into step
-    const step = init.chunker.avg;
+    // re-chunk from pos until back in step with the previous boundaries, reading two average chunks
+    // at a time so little is read beyond the point where the cuts fall back into step; new chunks go
+    // to the main thread in batches (one dedup query per batch, not per chunk)
+    const step = 2 * init.chunker.avg;
     let start = 0;
     let end = 0;
     let fileOff = pos; // file offset of buf[0]
     let eof = false;
+    let pendingCuts: { off: number; len: number; id: Buffer }[] = [];
+    const flush = async () => {
+      if (!pendingCuts.length) return;
+      const cuts = pendingCuts;
+      pendingCuts = [];
+      const store = (await ask(taskId, {
+        kind: 'query',
+        ids: cuts.map((c) => c.id.toString('hex')),
+      })) as boolean[];
+      const blobs: SealedBlobMsg[] = [];
+      cuts.forEach((c, i) => {
+        if (store[i]) blobs.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
+      });
+      if (blobs.length) await ask(taskId, { kind: 'blobs', blobs });
+    };
     for (;;) {
       const len = start < end ? cdc.nextCut(buf, start, end, eof) : 0;
       if (len === 0) {
         if (eof) break;
         if (end + step > buf.length) {
+          await flush(); // cut offsets point into buf: settle them before moving its bytes
           buf.copy(buf, 0, start, end);
           fileOff += start;
           end -= start;
@@ -163,17 +180,15 @@ async function backupFileRanges(
         continue;
       }
       const id = blobId(idKey, buf.subarray(start, start + len));
-      const hex = id.toString('hex');
-      content.push(hex);
-      const [store] = (await ask(taskId, { kind: 'query', ids: [hex] })) as boolean[];
-      if (store)
-        await ask(taskId, { kind: 'blobs', blobs: [sealChunk(id, buf.subarray(start, start + len))] });
+      content.push(id.toString('hex'));
+      pendingCuts.push({ off: start, len, id });
       start += len;
       pos = fileOff + start;
       const j = starts.get(pos);
       if (j !== undefined && reusable(j)) break; // back in step: the previous chunks from here on are valid
       if (eof && start >= end) break;
     }
+    await flush();
     if (eof && start >= end) pos = Math.max(pos, fileOff + end);
   }
   const after = await fh.stat();
