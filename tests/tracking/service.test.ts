@@ -12,7 +12,7 @@ describe('the tracker service and journal-planned backups', () => {
     const work = await tempDir('tm-svc-');
     const src = path.join(work, 'src');
     await writeTree(src, { a: { dir: { 'one.txt': 'one' } }, b: { dir: { 'two.txt': 'two' } } });
-    const service = new TrackerService({ dataDir: path.join(work, 'data') });
+    const service = new TrackerService({ dataDir: path.join(work, 'data'), blockPin: false });
     await service.setRoots([src]);
     const journal = await service.journal();
     expect(journal).toBeDefined();

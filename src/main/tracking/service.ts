@@ -14,11 +14,26 @@ import type { TrackerBackendName } from './types.js';
 import type { Repository } from '../engine/repo/repository.js';
 import type { BackupOptions } from '../engine/operations.js';
 import { backup, findParent, normalizeSources, type BackupRunResult } from '../engine/backup/index.js';
+import { lookup } from '../engine/repo/browse.js';
+import type { SnapshotEntry } from '../engine/repo/types.js';
+import { BlockChangeSession, BlockTracker, computeChangedRanges, loadCbtNative } from './blocks/index.js';
+
+/** Files at least this large get block-level tracking (smaller ones are cheap to read whole). */
+export const BLOCK_TRACKED_MIN_SIZE = 64 * 1024 * 1024;
+
+/** What a backup needs for level 1 (changed blocks of large files); absent: file-level tracking only. */
+export interface BlockLevel {
+  tracker: BlockTracker;
+  dir: string;
+}
 
 export interface TrackerServiceOptions {
   dataDir: string;
   log?: (line: string) => void;
   backends?: TrackerBackendName[];
+  /** Name under which the block tracker is pinned in the kernel (keeps tracking while the app is
+   *  closed); false: not pinned. Default 'tidemark'. */
+  blockPin?: string | false;
 }
 
 export class TrackerService {
@@ -27,6 +42,9 @@ export class TrackerService {
   private running?: Promise<unknown>;
   private current?: ChangeJournal;
   private ready?: Promise<void>;
+  private blocks?: BlockTracker;
+  /** Why block-level tracking is off (unprivileged, no eBPF, unsupported filesystem), for the run log. */
+  blockReason?: string;
 
   constructor(private readonly opts: TrackerServiceOptions) {}
 
@@ -41,6 +59,24 @@ export class TrackerService {
     this.controller = controller;
     let markReady!: () => void;
     this.ready = new Promise((r) => (markReady = r));
+    if (process.platform === 'linux' && process.env.TIDEMARK_NO_BLOCK_TRACKING !== '1') {
+      const started = await BlockTracker.start(
+        next,
+        this.opts.blockPin === false ? {} : { pin: this.opts.blockPin ?? 'tidemark' },
+      ).catch((err: Error) => ({
+        ok: false as const,
+        reason: err.message,
+      }));
+      if (started.ok) {
+        this.blocks = started.tracker;
+        this.blockReason = undefined;
+      } else {
+        this.blockReason = started.reason;
+        this.opts.log?.(
+          `block-level tracking off (${started.reason}); large files that change are read whole`,
+        );
+      }
+    } else this.blockReason = 'block-level tracking exists only on Linux';
     this.running = runTrackerDaemon({
       dataDir: this.opts.dataDir,
       roots: next,
@@ -62,6 +98,11 @@ export class TrackerService {
     return this.current;
   }
 
+  /** Block-level tracking, when it runs. */
+  blockLevel(): BlockLevel | undefined {
+    return this.blocks ? { tracker: this.blocks, dir: path.join(this.opts.dataDir, 'blocks') } : undefined;
+  }
+
   async stop(): Promise<void> {
     this.controller?.abort();
     await this.running;
@@ -69,6 +110,9 @@ export class TrackerService {
     this.running = undefined;
     this.current = undefined;
     this.ready = undefined;
+    // a pinned block tracker keeps recording in the kernel; only this process's handle goes
+    this.blocks?.stop();
+    this.blocks = undefined;
   }
 }
 
@@ -82,6 +126,7 @@ export async function journalBackup(
   opts: BackupOptions,
   consumer: string,
   run: (repo: Repository, opts: BackupOptions) => Promise<BackupRunResult> = backup,
+  blocks?: BlockLevel,
 ): Promise<BackupRunResult> {
   if (!journal || opts.forceFull || opts.changeHint) {
     return run(repo, {
@@ -98,6 +143,29 @@ export async function journalBackup(
       ? `change journal: ${plan.changeHint.dirtyDirs.size} changed folders`
       : `full scan: ${plan.fullScanReason}`,
   );
+  // Level 1: the changed byte ranges of large files in the changed folders.
+  let session: BlockChangeSession | undefined;
+  let largeFiles: string[] = [];
+  if (blocks && plan.changeHint && parent) {
+    const mapper = loadCbtNative();
+    if (mapper.ok) {
+      largeFiles = await largeFilesIn(repo, parent, [...plan.changeHint.dirtyDirs]);
+      session = await BlockChangeSession.begin(sources, {
+        dir: blocks.dir,
+        consumer,
+        tracker: blocks.tracker,
+        mapper: mapper.native,
+        parentSnapshot: parent.id,
+        log: opts.log,
+      });
+      const ranges = await computeChangedRanges(largeFiles, session, {
+        minSize: BLOCK_TRACKED_MIN_SIZE,
+        onWholeFile: (f, why) => opts.log?.(`block tracking: ${f} is read whole (${why})`),
+        spread: { window: repo.config.chunker.avg, maxFraction: 0.5 },
+      });
+      if (ranges.size) plan.changeHint.changedRanges = ranges;
+    }
+  }
   const result = await run(repo, {
     ...opts,
     ...(parent ? { parent: parent.id } : {}),
@@ -105,6 +173,30 @@ export async function journalBackup(
     fullScanReason: plan.fullScanReason,
     journalCursor: plan.cursor as Record<string, unknown> | undefined,
   });
+  if (session) {
+    const skipped = new Set(result.skipped.map((s) => s.path));
+    await session.commit(
+      result.snapshotId,
+      largeFiles.filter((f) => !skipped.has(f)),
+    );
+  }
   await journal.commit(plan.cursor as Record<string, unknown> | undefined, consumer);
   return result;
+}
+
+/** Large files of the parent snapshot inside the given folders (candidates for changed ranges). */
+async function largeFilesIn(repo: Repository, parent: SnapshotEntry, dirs: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const dir of dirs) {
+    try {
+      const { treeId } = await lookup(repo, parent, dir);
+      if (!treeId) continue;
+      for (const n of (await repo.loadTree(treeId)).nodes)
+        if (n.type === 'file' && (n.size ?? 0) >= BLOCK_TRACKED_MIN_SIZE && n.rawName === undefined)
+          out.push(path.join(dir, n.name));
+    } catch {
+      // a folder new since the parent: nothing to reuse there
+    }
+  }
+  return out;
 }

@@ -500,7 +500,14 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
           secrets: store,
           backup: async (repo, opts) => {
             await tracker.setRoots(system.catalog.listJobs().flatMap((j) => j.sources));
-            return journalBackup(await tracker.journal(), repo, opts, opts.job ?? 'default');
+            return journalBackup(
+              await tracker.journal(),
+              repo,
+              opts,
+              opts.job ?? 'default',
+              undefined,
+              tracker.blockLevel(),
+            );
           },
         }),
       });
