@@ -2,8 +2,8 @@
  * `npm run bench:s3 [-- --size MiB] [-- --connections 1,4,8] [-- --dir DIR] [-- --endpoint URL --bucket B]`
  *
  * Full backup and full restore throughput of one dataset into a local folder and into an S3 store
- * (by default the loopback Ceph radosgw from scripts/radosgw.sh, started and stopped here when it is
- * not already running) with 1, 4 and 8 requests in flight. Every restore is compared byte for byte.
+ * (by default the loopback Ceph radosgw from scripts/radosgw.sh, shared through its acquire/release)
+ * with 1, 4 and 8 requests in flight, plus the S3 backend alone. Every restore is compared byte for byte.
  * Prints a table; nothing is asserted (timings on a shared machine are figures, not tests).
  *
  * The dataset is mostly incompressible (random) data in a few hundred files, so the figures show the
@@ -152,6 +152,60 @@ async function runOne(
   };
 }
 
+interface RawRow {
+  inFlight: number;
+  putMBs: number;
+  getMBs: number;
+  rangedGetsPerS: number;
+}
+
+/**
+ * The S3 backend alone (no engine): `objects` × 4 MiB PUTs and GETs with n requests in flight, then
+ * 1000 ranged 16 KiB GETs (what restore does for single blobs). Shows what the store path can do
+ * before the engine's own limits (it keeps at most 4 pack uploads going) come into play.
+ */
+async function rawBackend(
+  location: string,
+  keys: { accessKeyId?: string; secretAccessKey?: string },
+  n: number,
+): Promise<RawRow> {
+  const store = await openBackend(location, { ...keys, connections: n });
+  const objects = Math.max(8, Math.floor(sizeMiB / 4));
+  const body = crypto.randomBytes(4 * 1024 * 1024);
+  const names = Array.from({ length: objects }, () => crypto.randomBytes(32).toString('hex'));
+  const pool = async (items: number, fn: (i: number) => Promise<void>) => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: n }, async () => {
+        while (next < items) await fn(next++);
+      }),
+    );
+  };
+  try {
+    await store.init();
+    let t = performance.now();
+    await pool(objects, (i) => store.save('data', names[i], body));
+    const putMBs = (objects * body.length) / 1e6 / ((performance.now() - t) / 1000);
+    t = performance.now();
+    await pool(objects, async (i) => {
+      const got = await store.load('data', names[i]);
+      if (got.length !== body.length) throw new Error('short read');
+    });
+    const getMBs = (objects * body.length) / 1e6 / ((performance.now() - t) / 1000);
+    t = performance.now();
+    await pool(1000, async (i) => {
+      const off = (i * 7919 * 16) % (body.length - 16384);
+      const got = await store.load('data', names[i % objects], off, 16384);
+      if (Buffer.compare(got, body.subarray(off, off + 16384)) !== 0) throw new Error('ranged read differs');
+    });
+    const rangedGetsPerS = 1000 / ((performance.now() - t) / 1000);
+    return { inFlight: n, putMBs, getMBs, rangedGetsPerS };
+  } finally {
+    await emptyBackend(store).catch(() => {});
+    await store.close();
+  }
+}
+
 async function main(): Promise<void> {
   await fs.mkdir(base, { recursive: true });
   const src = path.join(base, 'src');
@@ -162,15 +216,16 @@ async function main(): Promise<void> {
   let endpoint = opt('endpoint');
   let accessKeyId = process.env.AWS_ACCESS_KEY_ID;
   let secretAccessKey = process.env.AWS_SECRET_ACCESS_KEY;
-  let startedRadosgw = false;
+  let usingRadosgw = false;
   if (!endpoint) {
-    if (spawnSync('bash', [radosgwScript, 'status']).status !== 0) {
-      console.log('starting radosgw (scripts/radosgw.sh start)…');
-      const r = spawnSync('bash', [radosgwScript, 'start'], { stdio: ['ignore', 'ignore', 'inherit'] });
-      if (r.status !== 0)
-        throw new Error('radosgw did not start; give --endpoint and AWS_* keys for another store');
-      startedRadosgw = true;
-    }
+    // acquire: start it when needed and register as a user, so a test run finishing meanwhile leaves it up.
+    console.log('using the local radosgw (scripts/radosgw.sh acquire)…');
+    const r = spawnSync('bash', [radosgwScript, 'acquire', String(process.pid)], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    if (r.status !== 0)
+      throw new Error('radosgw did not start; give --endpoint and AWS_* keys for another store');
+    usingRadosgw = true;
     const env = Object.fromEntries(
       fss
         .readFileSync('/tmp/tidemark-radosgw/env', 'utf8')
@@ -185,7 +240,18 @@ async function main(): Promise<void> {
   const bucket = opt('bucket', 'tidemark-bench')!;
 
   const rows: Row[] = [];
+  const raw: RawRow[] = [];
   try {
+    for (const n of connections) {
+      raw.push(
+        await rawBackend(
+          `s3:${endpoint}/${bucket}/raw-${n}-${crypto.randomBytes(4).toString('hex')}`,
+          { accessKeyId, secretAccessKey },
+          n,
+        ),
+      );
+      console.log(`raw S3 backend with ${n} in flight done`);
+    }
     const localDir = path.join(base, 'repo-local');
     await fs.rm(localDir, { recursive: true, force: true });
     rows.push(await runOne('local', '-', new LocalBackend(localDir), src, bytes, srcHash));
@@ -203,7 +269,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    if (startedRadosgw) spawnSync('bash', [radosgwScript, 'stop'], { stdio: 'ignore' });
+    if (usingRadosgw) spawnSync('bash', [radosgwScript, 'release', String(process.pid)], { stdio: 'ignore' });
   }
 
   const mb = (n: number) => (n / 1e6).toFixed(1);
@@ -214,6 +280,12 @@ async function main(): Promise<void> {
   for (const r of rows)
     console.log(
       `${r.target.padEnd(6)}  ${r.inFlight.padStart(9)}  ${r.backupS.toFixed(1).padStart(8)}  ${r.backupMBs.toFixed(1).padStart(11)}  ${r.restoreS.toFixed(1).padStart(9)}  ${r.restoreMBs.toFixed(1).padStart(12)}  ${String(r.requests).padStart(8)}  ${mb(r.stored).padStart(9)}`,
+    );
+  console.log(`\nS3 backend alone (no engine): 4 MiB objects, then 1000 ranged 16 KiB reads`);
+  console.log('in-flight  PUT MB/s  GET MB/s  ranged GETs/s');
+  for (const r of raw)
+    console.log(
+      `${String(r.inFlight).padStart(9)}  ${r.putMBs.toFixed(1).padStart(8)}  ${r.getMBs.toFixed(1).padStart(8)}  ${r.rangedGetsPerS.toFixed(0).padStart(13)}`,
     );
   console.log(
     '\n"in-flight" is the S3 backend\'s request limit; the engine itself keeps up to 4 pack uploads going.',

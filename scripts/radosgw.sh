@@ -128,7 +128,7 @@ mon data = $DIR/mon
 osd data = $DIR/osd
 
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$PORT
+rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
 rgw dns name = localhost
 rgw thread pool size = 64
 rgw enable usage log = false
