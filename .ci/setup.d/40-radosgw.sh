@@ -7,5 +7,7 @@ if ! command -v radosgw >/dev/null || ! command -v ceph-mon >/dev/null || ! comm
   apt-get install -y -qq --no-install-recommends radosgw ceph-mon ceph-osd curl util-linux >/dev/null
 fi
 # Fail here, with the daemons' logs, rather than in the middle of the tests if the cluster cannot start.
-bash "$(dirname "$0")/../../scripts/radosgw.sh" start >/dev/null
-bash "$(dirname "$0")/../../scripts/radosgw.sh" stop
+# (acquire/release: a cluster that something else is using is left running.)
+rgw="$(dirname "$0")/../../scripts/radosgw.sh"
+bash "$rgw" acquire $$ >/dev/null
+bash "$rgw" release $$
