@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import type { ApiServices, Desktop, Engine } from './services.js';
 import { FileState } from './state.js';
 import { RealEngine } from './engine-adapter.js';
+import { TrackerService, journalBackup } from '../tracking/service.js';
 import { TidemarkApi } from './api.js';
 import { Catalog } from '../engine/catalog/catalog.js';
 import { KeyFileSecretStore, type SecretStore } from '../engine/catalog/secrets.js';
@@ -84,7 +85,26 @@ export function createApi(opts: WiringOptions): Wired {
   const secrets = opts.secrets ?? new KeyFileSecretStore(dataDir);
   const jobs = new CatalogJobs(catalog, secrets);
   const events = createRunEvents();
-  const runner = new JobRunner({ catalog, engine: createJobEngine({ secrets }), events });
+  // The change tracker runs in the app for exactly the jobs' sources (DESIGN.md §3): every backup is
+  // planned from its journal (and block tracking for large files), or scans fully and says why.
+  const tracker = new TrackerService({ dataDir, log: (line) => console.log(`tidemark: ${line}`) });
+  const sources = () => catalog.listJobs().flatMap((j) => j.sources);
+  void tracker.setRoots(sources()).catch(() => {});
+  const engine = createJobEngine({
+    secrets,
+    backup: async (repo, o) => {
+      await tracker.setRoots(sources());
+      return journalBackup(
+        await tracker.journal(),
+        repo,
+        o,
+        o.job ?? 'default',
+        undefined,
+        tracker.blockLevel(),
+      );
+    },
+  });
+  const runner = new JobRunner({ catalog, engine, events });
   const scheduler = new Scheduler({ catalog, runner, events });
   const services: ApiServices = {
     engine: new RealEngine(),
@@ -102,6 +122,7 @@ export function createApi(opts: WiringOptions): Wired {
     close: () => {
       state.flush();
       catalog.close();
+      void tracker.stop();
     },
   };
 }

@@ -101,6 +101,24 @@ export async function findParent(
   return undefined;
 }
 
+/** Bytes in flight with a ceiling: `wait` resolves once the total is back under it. */
+class ByteBudget {
+  private used = 0;
+  private waiters: (() => void)[] = [];
+  constructor(private readonly max: number) {}
+  add(n: number): void {
+    this.used += n;
+  }
+  release(n: number): void {
+    this.used -= n;
+    while (this.used < this.max && this.waiters.length) this.waiters.shift()!();
+  }
+  async wait(): Promise<void> {
+    if (this.used < this.max) return;
+    await new Promise<void>((r) => this.waiters.push(r));
+  }
+}
+
 class Semaphore {
   private waiters: (() => void)[] = [];
   constructor(private free: number) {}
@@ -183,6 +201,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           ? Math.max(1, Math.floor(opts.readLimitBytesPerSec / workers))
           : 0,
         lowPriority: !!opts.lowPriority,
+        distributeSeal: workers > 1,
       },
       workers,
     );
@@ -222,9 +241,56 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         return null;
       }
       if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
+      if (ev.kind === 'raw') {
+        sealChunks(ev.chunks);
+        await sealBudget.wait();
+        return null;
+      }
       await storeBlobs(ev.blobs, false);
       return null;
     };
+    // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
+    // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
+    const sealBudget = new ByteBudget(48 * 1024 * 1024);
+    const sealing = new Set<Promise<void>>();
+    let sealError: unknown;
+    const sealChunks = (chunks: { id: Uint8Array; data: Uint8Array }[]) => {
+      let group: typeof chunks = [];
+      let bytes = 0;
+      const dispatch = () => {
+        const g = group;
+        const n = bytes;
+        group = [];
+        bytes = 0;
+        sealBudget.add(n);
+        const p: Promise<void> = pool!
+          .run<SealedBlobMsg[]>(
+            { op: 'seal', chunks: g },
+            undefined,
+            g.map((c) => c.data.buffer as ArrayBuffer),
+          )
+          .then((blobs) => storeBlobs(blobs, false))
+          .catch((err) => {
+            sealError ??= err;
+          })
+          .finally(() => {
+            sealBudget.release(n);
+            sealing.delete(p);
+          });
+        sealing.add(p);
+      };
+      for (const c of chunks) {
+        group.push(c);
+        bytes += c.data.length;
+        if (bytes >= 2 * 1024 * 1024) dispatch();
+      }
+      if (group.length) dispatch();
+    };
+    const sealsSettled = async () => {
+      while (sealing.size) await Promise.all([...sealing]);
+      if (sealError) throw sealError;
+    };
+
     interface SmallItem {
       abs: Buffer;
       size: number;
@@ -564,6 +630,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     // The walk is depth-first (bounded memory); listings of the next directories are fetched ahead so
     // the disk and the thread pool always have work.
     const prefetched = new Map<string, Promise<Listing | Error>>();
+    const dirTokens = { free: 6 };
     const PREFETCH = 12;
 
     const saveDirScan = async (
@@ -619,7 +686,15 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         }
         const prev = prevNodes.get(names[i].toString('latin1'));
         const p = saveEntry(childAbs, names[i], st, prev, mode);
-        if (st.type === 'dir') await p; // walk directories depth-first; files run concurrently
+        if (st.type === 'dir') {
+          // A few folders are walked at once (so small files from several of them keep both workers
+          // busy); beyond that the walk goes depth-first, which bounds memory. Tokens are only taken,
+          // never waited for, so a parent never blocks its own children.
+          if (dirTokens.free > 0) {
+            dirTokens.free--;
+            void p.finally(() => dirTokens.free++).catch(() => {});
+          } else await p;
+        }
         pendingNodes.push(p);
       }
       const nodes = (await Promise.all(pendingNodes)).filter((n): n is TreeNode => !!n);
@@ -688,6 +763,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     progress.phase = 'backing-up';
     const rootTree = (await saveVirtual(path.sep, trie, prevRoot)).id;
     throwIfAborted(signal);
+    await sealsSettled();
     progress.scanComplete = true;
     progress.phase = 'finalizing';
     progress.currentFile = undefined;

@@ -20,15 +20,22 @@ interface Pending {
   reject: (e: unknown) => void;
   onEvent?: EventHandler;
   worker: PooledWorker;
+  cpu: boolean;
 }
 
 interface PooledWorker {
   worker: Worker;
   inflight: number;
+  /** Pure CPU tasks queued (seal, decode): what decides where the next one goes. */
+  cpu: number;
 }
 
 function workerEntry(): { file: string; data: Record<string, unknown> } {
-  const here = path.dirname(fileURLToPath(import.meta.url));
+  // In a packaged app the worker script is unpacked next to the asar archive (a worker cannot load
+  // its script from inside it).
+  const here = path
+    .dirname(fileURLToPath(import.meta.url))
+    .replace(/app\.asar(?=[\\/]|$)/, 'app.asar.unpacked');
   const built = path.join(here, 'pipelineWorker.js');
   if (fs.existsSync(built) && !import.meta.url.endsWith('.ts')) return { file: built, data: {} };
   // Development and tests: load the TypeScript source through tsx inside the worker.
@@ -66,7 +73,7 @@ export class WorkerPool {
     const entry = workerEntry();
     for (let i = 0; i < size; i++) {
       const worker = new Worker(entry.file, { workerData: { ...init, ...entry.data } });
-      const pw: PooledWorker = { worker, inflight: 0 };
+      const pw: PooledWorker = { worker, inflight: 0, cpu: 0 };
       worker.on('message', (m: FromWorker) => this.onMessage(pw, m));
       worker.on('error', (err) => this.fail(err));
       worker.on('exit', (code) => {
@@ -103,6 +110,7 @@ export class WorkerPool {
     }
     this.pending.delete(m.taskId);
     pw.inflight--;
+    if (p.cpu) pw.cpu--;
     if (m.type === 'done') p.resolve(m.result);
     else p.reject(Object.assign(new Error(m.error.message), { code: m.error.code }));
   }
@@ -112,6 +120,7 @@ export class WorkerPool {
     if (!p) return;
     this.pending.delete(taskId);
     p.worker.inflight--;
+    if (p.cpu) p.worker.cpu--;
     p.reject(err);
     // The worker still waits for a reply to this task; it is abandoned (its file handle closes when
     // the pool is terminated at the end of the run).
@@ -124,11 +133,23 @@ export class WorkerPool {
 
   run<T>(task: Task, onEvent?: EventHandler, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failed) return Promise.reject(this.failed);
-    const pw = this.workers.reduce((a, b) => (b.inflight < a.inflight ? b : a));
+    // Pure CPU tasks go where the fewest CPU tasks wait (a file task mostly waits for I/O or replies,
+    // so counting it would send compression to a busy thread); other tasks spread by count.
+    const cpu = task.op === 'seal' || task.op === 'decode';
+    const pw = cpu
+      ? this.workers.reduce((a, b) => (b.cpu < a.cpu || (b.cpu === a.cpu && b.inflight < a.inflight) ? b : a))
+      : this.workers.reduce((a, b) => (b.inflight < a.inflight ? b : a));
     const taskId = this.nextId++;
     pw.inflight++;
+    if (cpu) pw.cpu++;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(taskId, { resolve: resolve as (v: unknown) => void, reject, onEvent, worker: pw });
+      this.pending.set(taskId, {
+        resolve: resolve as (v: unknown) => void,
+        reject,
+        onEvent,
+        worker: pw,
+        cpu,
+      });
       pw.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker, transfer);
     });
   }
