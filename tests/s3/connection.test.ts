@@ -51,6 +51,12 @@ describe('S3 connection test and named errors (s3rver)', () => {
     await b.close();
   });
 
+  it("reports the store's clock offset (HTTP Date has one-second resolution)", async () => {
+    const b = new S3Backend(opts());
+    expect(Math.abs(await b.serverClockOffsetMs())).toBeLessThan(5_000);
+    await b.close();
+  });
+
   it('names a missing bucket', async () => {
     const report = await testConnection(opts({ bucket: 'no-such-bucket-here' }));
     expect(report.ok).toBe(false);

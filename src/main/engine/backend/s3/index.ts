@@ -755,6 +755,16 @@ export class S3Backend implements Backend {
   }
 
   /**
+   * The store's clock minus ours, in ms (from the Date header of the last answer; one cheap request
+   * when there has been none yet). Lease expiry across PCs should be judged on this clock, not on
+   * each PC's own: a PC whose clock runs ahead would otherwise think live locks of others expired.
+   */
+  async serverClockOffsetMs(): Promise<number> {
+    if (this.lastServerDateOffsetMs === undefined) await this.checkBucket().catch(() => {});
+    return this.lastServerDateOffsetMs ?? 0;
+  }
+
+  /**
    * Aborts multipart uploads under the prefix that were started more than `olderThanMs` ago (by the
    * store's clock) and never completed — left by a process that crashed or lost its connection while
    * uploading a pack. Their parts are invisible but billed. Prune calls this; the default age (a day)
