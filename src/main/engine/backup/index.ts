@@ -231,7 +231,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
 
     // Small files (one chunk) are read in batches by one task each, large files one task each.
     // taskSlots bounds the tasks in flight; smallSlots bounds how many small files wait in batches.
-    const taskSlots = new Semaphore(workers * 4);
+    const taskSlots = new Semaphore(workers * 3);
     const smallSlots = new Semaphore(4096);
     const smallLimit = cfg.chunker.min;
     const onEvent = async (ev: TaskEvent) => {
@@ -251,7 +251,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     };
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
     // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
-    const sealBudget = new ByteBudget(48 * 1024 * 1024);
+    const sealBudget = new ByteBudget(24 * 1024 * 1024);
     const sealing = new Set<Promise<void>>();
     let sealError: unknown;
     const sealChunks = (chunks: { id: Uint8Array; data: Uint8Array }[]) => {

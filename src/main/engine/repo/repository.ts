@@ -56,7 +56,7 @@ export interface RepoStats {
   newBytes: number;
 }
 
-const MAX_UPLOADS = 4;
+const MAX_UPLOADS = 2;
 
 export class Repository {
   index = new BlobIndex();

@@ -153,11 +153,10 @@ async function backupFileRanges(
         kind: 'query',
         ids: cuts.map((c) => c.id.toString('hex')),
       })) as boolean[];
-      const blobs: SealedBlobMsg[] = [];
-      cuts.forEach((c, i) => {
-        if (store[i]) blobs.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
-      });
-      if (blobs.length) await ask(taskId, { kind: 'blobs', blobs });
+      await storeNew(
+        taskId,
+        cuts.filter((_, i) => store[i]).map((c) => ({ id: c.id, data: buf.subarray(c.off, c.off + c.len) })),
+      );
     };
     for (;;) {
       const len = start < end ? cdc.nextCut(buf, start, end, eof) : 0;
@@ -194,6 +193,21 @@ async function backupFileRanges(
   const after = await fh.stat();
   const changedWhileReading = after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
   return { content, bytesRead, size, changedWhileReading, blobs: [] };
+}
+
+/** Stores new chunks: sealed here, or handed over raw so that any free worker compresses them. */
+async function storeNew(taskId: number, chunks: { id: Buffer; data: Uint8Array }[]): Promise<void> {
+  if (!chunks.length) return;
+  if (init.distributeSeal) {
+    const raw = chunks.map((c) => {
+      const data = new Uint8Array(c.data.length);
+      data.set(c.data);
+      return { id: new Uint8Array(c.id), data };
+    });
+    await ask(taskId, { kind: 'raw', chunks: raw });
+    return;
+  }
+  await ask(taskId, { kind: 'blobs', blobs: chunks.map((c) => sealChunk(c.id, c.data)) });
 }
 
 async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
@@ -247,11 +261,12 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
           kind: 'query',
           ids: cuts.map((c) => c.id.toString('hex')),
         })) as boolean[];
-        const blobs: SealedBlobMsg[] = [];
-        cuts.forEach((c, i) => {
-          if (store[i]) blobs.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
-        });
-        if (blobs.length) await ask(taskId, { kind: 'blobs', blobs });
+        await storeNew(
+          taskId,
+          cuts
+            .filter((_, i) => store[i])
+            .map((c) => ({ id: c.id, data: buf.subarray(c.off, c.off + c.len) })),
+        );
       }
       if (eof && start >= end) break;
     }
@@ -386,6 +401,10 @@ port.on('message', (msg: ToWorker) => {
       };
     }
     if (task.op === 'listDir') return { result: listDir(task), transfer: [] };
+    if (task.op === 'seal') {
+      const blobs = task.chunks.map((c) => sealChunk(Buffer.from(c.id), c.data));
+      return { result: blobs, transfer: blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
+    }
     const r = decode(task);
     return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };
   };

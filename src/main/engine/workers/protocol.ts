@@ -10,6 +10,9 @@ export interface WorkerInit {
   /** Per-worker read limit in bytes/s (0: none). */
   readLimit: number;
   lowPriority: boolean;
+  /** Hand new chunks to the main thread to compress and seal on whichever worker is free, instead of
+   *  sealing them here (balances one large file's compression over all workers). */
+  distributeSeal?: boolean;
 }
 
 export interface BackupFileTask {
@@ -58,7 +61,13 @@ export interface ListDirResult {
   stats: (EntryStat | { error: { message: string; code?: string } })[];
 }
 
-export type Task = BackupFileTask | SmallFilesTask | DecodeTask | ListDirTask;
+/** Compress and seal chunks (any worker; see WorkerInit.distributeSeal). */
+export interface SealTask {
+  op: 'seal';
+  chunks: { id: Uint8Array; data: Uint8Array }[];
+}
+
+export type Task = BackupFileTask | SmallFilesTask | DecodeTask | ListDirTask | SealTask;
 
 export interface SealedBlobMsg {
   id: Uint8Array;
@@ -71,6 +80,7 @@ export interface SealedBlobMsg {
 export type TaskEvent =
   | { kind: 'query'; ids: string[] } // reply: boolean[] (true = store it)
   | { kind: 'blobs'; blobs: SealedBlobMsg[] } // reply: null once stored (backpressure)
+  | { kind: 'raw'; chunks: { id: Uint8Array; data: Uint8Array }[] } // reply: null once accepted for sealing
   | { kind: 'read'; bytes: number }; // progress, no reply
 
 export interface BackupFileResult {
