@@ -39,3 +39,34 @@ describe('a long-lived repository handle', () => {
     expect(await fs.readFile(path.join(out2, 'shared.bin'))).toEqual(randomBytes(400_000, 3));
   });
 });
+
+describe('prune after concurrent writers', () => {
+  it('drops the second copy of chunks two writers stored at the same time', async () => {
+    const work = await tempDir('tm-dups-');
+    const repoDir = path.join(work, 'repo');
+    await Repository.init(new LocalBackend(repoDir), 'pw', { kdf: { N: 1024 } });
+    const shared = randomBytes(3_000_000, 9);
+    const trees = ['pc1', 'pc2'].map((n) => path.join(work, n));
+    for (const [i, t] of trees.entries())
+      await writeTree(t, { 'shared.bin': shared, [`own${i}.txt`]: `own ${i}` });
+    // two handles opened before either wrote: neither knows the other's chunks
+    const [a, b] = await Promise.all([0, 1].map(() => Repository.open(new LocalBackend(repoDir), 'pw')));
+    await Promise.all([backup(a, { paths: [trees[0]] }), backup(b, { paths: [trees[1]] })]);
+    const sizeOf = async () => {
+      let total = 0;
+      for await (const o of a.backend.list('data')) total += o.size;
+      return total;
+    };
+    const before = await sizeOf();
+    expect(before).toBeGreaterThan(5_900_000); // the shared file is stored twice
+    await prune(a);
+    const after = await sizeOf();
+    expect(after).toBeLessThan(3_200_000);
+    for (const [i, t] of trees.entries()) {
+      const out = path.join(work, `out${i}`);
+      const snaps = (await a.listSnapshots()).filter((s) => s.paths[0] === t);
+      expect((await restore(a, { snapshot: snaps[0].id, target: out, relativeTo: t })).errors).toEqual([]);
+      expect((await fs.readFile(path.join(out, 'shared.bin'))).equals(shared)).toBe(true);
+    }
+  });
+});

@@ -108,11 +108,15 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
     const threshold = opts.repackThreshold ?? 0.1;
     const remove = new Set<string>();
     const repack: string[] = [];
-    for (const pack of stored.keys()) {
+    for (const [pack, size] of stored) {
       const u = packUse.get(pack);
       if (!u || u.used.length === 0) remove.add(pack);
-      else if (u.unusedBytes > 0 && u.unusedBytes >= threshold * (u.usedBytes + u.unusedBytes))
-        repack.push(pack);
+      else {
+        // bytes not used from this pack: blobs no snapshot needs, and copies of blobs the index places
+        // in another pack (concurrent writers stored the same chunk) — everything but the used blobs
+        const unused = Math.max(u.unusedBytes, size - u.usedBytes - 4096);
+        if (unused > 0 && unused >= threshold * size) repack.push(pack);
+      }
     }
     for (const pack of packUse.keys())
       if (!stored.has(pack) && packUse.get(pack)!.used.length) {
