@@ -339,6 +339,24 @@ describe('concurrency and locks', () => {
     expect(c.json.snapshots).toBe(2);
   });
 
+  it('a backup waits for a running prune to finish instead of failing', async () => {
+    const repo = await Repository.open(new LocalBackend(repoDir), 'correct horse');
+    const pruneLock = await saveJson(repo.backend, repo.key, 'locks', {
+      host: 'other-pc',
+      pid: 1,
+      exclusive: true,
+      created: new Date().toISOString(),
+      expires: new Date(Date.now() + 600_000).toISOString(),
+      purpose: 'prune',
+    });
+    const started = Date.now();
+    setTimeout(() => void repo.backend.remove('locks', pruneLock.id), 1500); // the prune finishes
+    const r = await backup(repo, { paths: [path.join(work, 'one')], lockWaitMs: 60_000 });
+    expect(r.status).toBe('completed');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
+    await expect(backup(repo, { paths: [path.join(work, 'one')], lockWaitMs: 0 })).resolves.toBeDefined();
+  });
+
   it('prune refuses while a lock lease is live and takes over a lease that expired', async () => {
     const repo = await Repository.open(new LocalBackend(repoDir), 'correct horse');
     const live = await saveJson(repo.backend, repo.key, 'locks', {

@@ -190,6 +190,7 @@ export function buildProgram(
     .option('--compression <level>', 'zstd level, 0 = off (default: the repository setting)', int)
     .option('--limit-read <MBps>', 'limit reading from the source to this many MB/s', Number)
     .option('--low-priority', 'run with low CPU and disk priority')
+    .option('--retry-lock <seconds>', 'wait this long for a running prune to finish (default 600)', Number)
     .action(async (paths: string[], o) => {
       const excludes: string[] = [...o.exclude];
       if (o.excludeFile)
@@ -212,6 +213,7 @@ export function buildProgram(
           compressionLevel: o.compression,
           readLimitBytesPerSec: o.limitRead ? o.limitRead * 1e6 : undefined,
           lowPriority: o.lowPriority,
+          lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
           signal,
           progress: (p) => bar.backup(p),
         }),
@@ -470,8 +472,19 @@ export function buildProgram(
     .command('prune')
     .description('remove data that no snapshot needs')
     .option('--dry-run', 'only show what would be removed')
+    .option(
+      '--retry-lock <seconds>',
+      'wait this long for running backups to finish (default: fail at once)',
+      Number,
+    )
     .action(async (o) => {
-      const r = await withRepo((repo) => prune(repo, { dryRun: o.dryRun, signal }));
+      const r = await withRepo((repo) =>
+        prune(repo, {
+          dryRun: o.dryRun,
+          signal,
+          lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
+        }),
+      );
       print(
         () =>
           `${o.dryRun ? 'would remove' : 'removed'} ${r.packsRemoved} packs (${r.packsRewritten} rewritten), ${r.blobsRemoved} unused blobs, ${fmtBytes(r.bytesFreed)} freed`,

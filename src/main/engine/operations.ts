@@ -77,6 +77,8 @@ export interface BackupOptions {
   readLimitBytesPerSec?: number;
   /** Run at low CPU and I/O priority. */
   lowPriority?: boolean;
+  /** How long to wait for a prune's lock to go away before failing (default 10 minutes). */
+  lockWaitMs?: number;
   signal?: AbortSignal;
   progress?: ProgressSink<BackupProgress>;
   /** Receives one line per notable event (fallbacks, skipped files) for the run log. */

@@ -168,7 +168,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     opts.progress?.({ ...progress });
   };
   emit();
-  const lock = await repo.lock(false, 'backup');
+  const lock = await repo.lock(false, 'backup', undefined, opts.lockWaitMs ?? 10 * 60_000);
   const ticker = setInterval(emit, 250);
   let pool: WorkerPool | undefined;
   let succeeded = false;

@@ -81,7 +81,29 @@ export async function listLocks(backend: Backend, key: MasterKey): Promise<{ id:
   return out;
 }
 
+/**
+ * Takes a lock; with `waitMs`, a conflicting lock is waited for (polling with backoff) instead of
+ * failing at once — a nightly backup that meets a running prune starts when the prune is done.
+ */
 export async function acquireLock(
+  backend: Backend,
+  key: MasterKey,
+  opts: { exclusive: boolean; purpose: string; leaseMs?: number; now?: () => number; waitMs?: number },
+): Promise<RepoLock> {
+  const deadline = Date.now() + (opts.waitMs ?? 0);
+  let delay = 500;
+  for (;;) {
+    try {
+      return await tryAcquireLock(backend, key, opts);
+    } catch (err) {
+      if (!(err instanceof RepoLockedError) || Date.now() + delay > deadline) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(10_000, delay * 2);
+    }
+  }
+}
+
+async function tryAcquireLock(
   backend: Backend,
   key: MasterKey,
   opts: { exclusive: boolean; purpose: string; leaseMs?: number; now?: () => number },

@@ -393,8 +393,9 @@ export class Repository {
 
   // ---- locks ------------------------------------------------------------------------------
 
-  lock(exclusive: boolean, purpose: string, leaseMs?: number): Promise<RepoLock> {
-    return acquireLock(this.backend, this.key, { exclusive, purpose, leaseMs });
+  /** Takes a repository lock, waiting up to `waitMs` for a conflicting one to go away. */
+  lock(exclusive: boolean, purpose: string, leaseMs?: number, waitMs?: number): Promise<RepoLock> {
+    return acquireLock(this.backend, this.key, { exclusive, purpose, leaseMs, waitMs });
   }
 
   async close(): Promise<void> {

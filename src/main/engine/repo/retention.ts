@@ -49,6 +49,8 @@ export interface PruneOptions {
   signal?: AbortSignal;
   progress?: ProgressSink<{ phase: string; done: number; total: number }>;
   leaseMs?: number;
+  /** How long to wait for other locks (running backups) to go away (default: fail at once). */
+  lockWaitMs?: number;
 }
 
 /** Every blob (trees and data) the given snapshots need; throws when any tree cannot be read. */
@@ -77,7 +79,7 @@ export async function usedBlobs(
 }
 
 export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<PruneResult> {
-  const lock = await repo.lock(true, 'prune', opts.leaseMs);
+  const lock = await repo.lock(true, 'prune', opts.leaseMs, opts.lockWaitMs);
   try {
     await repo.loadIndex(true); // pick up what other writers added
     const oldIndexFiles = [...repo.indexFiles];
