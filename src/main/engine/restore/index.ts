@@ -283,24 +283,66 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           } catch (err) {
             readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
           }
-          const items = range.blobs.map((b) => ({
-            id: b.id,
-            offset: b.loc.offset - range.start,
-            length: b.loc.length,
-            compressed: b.loc.compressed,
-            rawLength: b.loc.rawLength,
-          }));
+          // Files made of a single blob are written whole by the worker that decodes it (synchronous
+          // calls, off this thread); the rest are written here at their offsets.
+          const whole: PlannedFile[][] = [];
+          const items = range.blobs.map((b, i) => {
+            const all = uses.get(b.id) ?? [];
+            const mine = all.filter(
+              (u) => u.offset === 0 && u.file.node.content?.length === 1 && !u.file.failed && !u.file.created,
+            );
+            whole[i] = mine.map((u) => u.file);
+            for (const f of whole[i]) f.created = true; // claimed by the worker
+            return {
+              id: b.id,
+              offset: b.loc.offset - range.start,
+              length: b.loc.length,
+              compressed: b.loc.compressed,
+              rawLength: b.loc.rawLength,
+              writes: whole[i].map((f) => ({
+                path: f.abs,
+                mode: f.node.mode,
+                uid: f.node.uid,
+                gid: f.node.gid,
+                mtimeNs: f.node.mtimeNs,
+              })),
+              needPlain: mine.length < all.length,
+            };
+          });
           let result: DecodeResult;
           if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
           else {
             const { buffer, transfer } = decodeBuffer(data!);
             data = undefined;
-            result = await pool!.run<DecodeResult>({ op: 'decode', buffer, items }, undefined, transfer);
+            result = await pool!.run<DecodeResult>(
+              { op: 'decode', buffer, items, chown: isRoot },
+              undefined,
+              transfer,
+            );
           }
-          // write every use of every blob of this range, several files at a time
+          items.forEach((it, i) => {
+            const r = result.items[i];
+            whole[i].forEach((f, k) => {
+              f.remaining = 0;
+              const err = r.ok ? r.writes?.[k] : { message: r.message };
+              if (err) {
+                fail(
+                  f,
+                  r.ok
+                    ? err.message
+                    : `blob ${it.id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${err.message})`,
+                );
+                void fs.rm(f.abs, { force: true }).catch(() => {});
+              } else {
+                progress.filesDone++;
+                progress.bytesDone += it.rawLength;
+              }
+            });
+          });
+          // write every other use of every blob of this range, several files at a time
           const jobs: { i: number; use: Use }[] = [];
           items.forEach((it, i) => {
-            for (const use of uses.get(it.id) ?? []) jobs.push({ i, use });
+            for (const use of uses.get(it.id) ?? []) if (!whole[i].includes(use.file)) jobs.push({ i, use });
           });
           await mapLimit(jobs, 8, async ({ i, use }) => {
             const r = result.items[i];

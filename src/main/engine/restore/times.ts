@@ -4,6 +4,7 @@
  * is used when it was built; otherwise fs.utimes/lutimes (precise to about a microsecond).
  */
 import fs from 'node:fs/promises';
+import { lutimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,16 @@ function loadAddon(): FsMeta | undefined {
 const addon = loadAddon();
 
 export const nanosecondTimes = !!addon;
+
+/** Synchronous form for worker threads: sets mtime (and atime) without following a final symlink. */
+export function setTimesSync(p: Buffer, mtimeNs: string): void {
+  if (addon) {
+    addon.setTimes(p, BigInt(mtimeNs), BigInt(mtimeNs), true);
+    return;
+  }
+  const sec = Number(BigInt(mtimeNs) / 1000n) / 1e6;
+  lutimesSync(p, sec, sec);
+}
 
 /** Sets atime and mtime (nanoseconds since the epoch, as decimal strings); never follows a final symlink when noFollow. */
 export async function setTimes(

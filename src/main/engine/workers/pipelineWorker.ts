@@ -17,8 +17,13 @@ import {
   closeSync,
   readdirSync,
   lstatSync,
+  writeSync,
+  ftruncateSync,
+  fchmodSync,
+  fchownSync,
   constants as FS,
 } from 'node:fs';
+import { setTimesSync } from '../restore/times.js';
 import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, open as openSealed, seal } from '../crypto/index.js';
@@ -28,6 +33,7 @@ import type {
   BackupFileTask,
   DecodeResult,
   DecodeTask,
+  FileWrite,
   FromWorker,
   ListDirResult,
   ListDirTask,
@@ -358,25 +364,58 @@ function listDir(task: ListDirTask): ListDirResult {
   return { names: names.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.byteLength)), stats };
 }
 
-function decode(task: DecodeTask): DecodeResult {
-  return {
-    items: task.items.map((it) => {
+const ZEROS = Buffer.alloc(init.chunker.max);
+
+/** Writes a whole restored file (one blob) with synchronous calls; an all-zero file stays sparse. */
+function writeWholeFile(w: FileWrite, plain: Buffer, chown: boolean): void {
+  const p = Buffer.from(w.path);
+  const fd = openSync(p, FS.O_WRONLY | FS.O_CREAT | FS.O_TRUNC | FS.O_NOFOLLOW, 0o600);
+  try {
+    const zero = plain.length <= ZEROS.length && plain.equals(ZEROS.subarray(0, plain.length));
+    if (zero) ftruncateSync(fd, plain.length);
+    else {
+      let done = 0;
+      while (done < plain.length) done += writeSync(fd, plain, done, plain.length - done, done);
+    }
+    if (chown && w.uid !== undefined) fchownSync(fd, w.uid, w.gid ?? 0);
+    fchmodSync(fd, w.mode & 0o7777);
+  } finally {
+    closeSync(fd);
+  }
+  setTimesSync(p, w.mtimeNs);
+}
+
+function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer[] } {
+  const transfer: ArrayBuffer[] = [];
+  const items = task.items.map((it) => {
+    let plain: Buffer;
+    try {
+      const idBuf = Buffer.from(it.id, 'hex');
+      if (it.offset + it.length > task.buffer.length)
+        return { ok: false as const, message: 'the pack is shorter than its index says' };
+      plain = openSealed(encKey, task.buffer.subarray(it.offset, it.offset + it.length), idBuf);
+      if (it.compressed) plain = decompress(plain, it.rawLength);
+      if (!blobId(idKey, plain).equals(idBuf))
+        return { ok: false as const, message: 'content does not match its ID' };
+    } catch (err) {
+      return { ok: false as const, message: (err as Error).message };
+    }
+    const writes = it.writes?.map((w) => {
       try {
-        const idBuf = Buffer.from(it.id, 'hex');
-        if (it.offset + it.length > task.buffer.length)
-          return { ok: false as const, message: 'the pack is shorter than its index says' };
-        let plain = openSealed(encKey, task.buffer.subarray(it.offset, it.offset + it.length), idBuf);
-        if (it.compressed) plain = decompress(plain, it.rawLength);
-        if (!blobId(idKey, plain).equals(idBuf))
-          return { ok: false as const, message: 'content does not match its ID' };
-        const own = new Uint8Array(plain.length);
-        own.set(plain);
-        return { ok: true as const, plain: own };
+        writeWholeFile(w, plain, !!task.chown);
+        return null;
       } catch (err) {
-        return { ok: false as const, message: (err as Error).message };
+        const e = err as NodeJS.ErrnoException;
+        return { message: e.message, code: e.code };
       }
-    }),
-  };
+    });
+    if (it.needPlain === false) return { ok: true as const, plain: new Uint8Array(0), writes };
+    const own = new Uint8Array(plain.length);
+    own.set(plain);
+    transfer.push(own.buffer);
+    return { ok: true as const, plain: own, writes };
+  });
+  return { result: { items }, transfer };
 }
 
 port.on('message', (msg: ToWorker) => {
@@ -405,8 +444,7 @@ port.on('message', (msg: ToWorker) => {
       const blobs = task.chunks.map((c) => sealChunk(Buffer.from(c.id), c.data));
       return { result: blobs, transfer: blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
     }
-    const r = decode(task);
-    return { result: r, transfer: r.items.flatMap((i) => (i.ok ? [i.plain.buffer as ArrayBuffer] : [])) };
+    return decode(task);
   };
   run().then(
     ({ result, transfer }) =>

@@ -45,7 +45,27 @@ export interface SmallFilesResult {
 export interface DecodeTask {
   op: 'decode';
   buffer: Uint8Array;
-  items: { id: string; offset: number; length: number; compressed: boolean; rawLength: number }[];
+  items: {
+    id: string;
+    offset: number;
+    length: number;
+    compressed: boolean;
+    rawLength: number;
+    /** Restore: whole files made of just this blob, written by the worker (synchronous I/O). */
+    writes?: FileWrite[];
+    /** Return the plaintext too (other files use the blob at some offset). Default true. */
+    needPlain?: boolean;
+  }[];
+  /** Set owner and group on written files (running as root). */
+  chown?: boolean;
+}
+
+export interface FileWrite {
+  path: Uint8Array;
+  mode: number;
+  uid?: number;
+  gid?: number;
+  mtimeNs: string;
 }
 
 /** A directory listing with every entry's lstat, done in a worker with synchronous calls. */
@@ -94,7 +114,10 @@ export interface BackupFileResult {
 }
 
 export interface DecodeResult {
-  items: ({ ok: true; plain: Uint8Array } | { ok: false; message: string })[];
+  items: (
+    | { ok: true; plain: Uint8Array; writes?: ({ message: string; code?: string } | null)[] }
+    | { ok: false; message: string }
+  )[];
 }
 
 export type ToWorker =
