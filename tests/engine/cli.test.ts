@@ -183,3 +183,39 @@ describe('cancelling a backup', () => {
     expect(done.status).toBe('completed');
   });
 });
+
+describe('pausing a backup', () => {
+  it('stops starting new files while paused and finishes after resume', async () => {
+    const work = await tempDir('tm-pause-');
+    const src = path.join(work, 'src');
+    const files: Record<string, Buffer> = {};
+    for (let i = 0; i < 30; i++) files[`f${String(i).padStart(2, '0')}.bin`] = randomBytes(300_000, 600 + i);
+    await writeTree(src, files);
+    const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
+    const { PauseGate } = await import('../../src/main/engine/schedule/scheduler.js');
+    const gate = new PauseGate();
+    let latest = 0;
+    let pausedAt: number | undefined;
+    const run = backup(repo, {
+      paths: [src],
+      workers: 1,
+      readLimitBytesPerSec: 3 * 1024 * 1024,
+      pauseGate: gate,
+      progress: (p) => {
+        latest = p.filesDone;
+        if (pausedAt === undefined && p.filesDone >= 3) {
+          gate.set(true);
+          pausedAt = p.filesDone;
+        }
+      },
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    const during = latest;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(latest).toBe(during); // nothing new started (work in flight had finished by the first look)
+    expect(latest).toBeLessThan(30);
+    gate.set(false);
+    const r = await run;
+    expect(r.snapshot.stats.files).toBe(30);
+  });
+});

@@ -490,6 +490,7 @@ export class CatalogRunner implements Runner {
       },
       0,
     );
+    if (l.status === 'running' && this.scheduler.isPaused(l.jobId)) run.status = 'paused';
     if (p) run.counters = counters(p as unknown as Record<string, unknown>);
     const elapsedMs = l.status === 'queued' ? 0 : Math.max(0, this.now() - l.startedAt);
     const scanComplete = p?.scanComplete ?? false;
@@ -507,7 +508,7 @@ export class CatalogRunner implements Runner {
       fraction,
       etaMs: etaMs === null ? null : Math.round(etaMs),
       elapsedMs,
-      canPause: false,
+      canPause: true,
       samples: l.samples,
     };
   }
@@ -522,11 +523,12 @@ export class CatalogRunner implements Runner {
     return [...this.live.keys()].map((id) => this.view(id)).filter((v): v is LiveRun => !!v);
   }
 
-  pause(): LiveRun {
-    throw new ApiUsageError(
-      'UNSUPPORTED',
-      'pausing a backup is not supported yet; cancel it and run it again later (unchanged data is not re-uploaded)',
-    );
+  pause(runId: string, paused: boolean): LiveRun {
+    const l = this.live.get(Number(runId));
+    if (!l || !this.scheduler.pause(l.jobId, paused))
+      throw new ApiUsageError('NOT_RUNNING', 'this run is not running any more');
+    this.push(Number(runId), true);
+    return this.view(Number(runId))!;
   }
 
   cancel(runId: string): void {

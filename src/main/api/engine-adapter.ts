@@ -18,7 +18,7 @@ import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { forget } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
-import type { Engine, PauseGate, RepoHandle } from './services.js';
+import type { Engine, RepoHandle } from './services.js';
 
 class RealHandle implements RepoHandle {
   constructor(readonly repo: Repository) {}
@@ -49,7 +49,7 @@ async function dirBytes(dir: string): Promise<number> {
 
 export class RealEngine implements Engine {
   /** The engine's backup has no pause point yet (see the report of issue 7). */
-  readonly supportsPause: boolean = false;
+  readonly supportsPause: boolean = true;
 
   async exists(location: string): Promise<boolean> {
     const backend = await openBackend(location);
@@ -74,10 +74,8 @@ export class RealEngine implements Engine {
     }
   }
 
-  async backup(handle: RepoHandle, opts: BackupOptions & { pauseGate?: PauseGate }): Promise<BackupResult> {
-    // eslint-disable-next-line @typescript-eslint/no-unused-vars
-    const { pauseGate, ...rest } = opts;
-    return backup((handle as RealHandle).repo, rest);
+  async backup(handle: RepoHandle, opts: BackupOptions): Promise<BackupResult> {
+    return backup((handle as RealHandle).repo, opts);
   }
 
   async restore(handle: RepoHandle, opts: RestoreOptions): Promise<RestoreResult> {

@@ -96,7 +96,7 @@ export class FakeEngine implements Engine {
     };
   }
 
-  async backup(handle: RepoHandle, opts: BackupOptions & { pauseGate?: PauseGate }): Promise<BackupResult> {
+  async backup(handle: RepoHandle, opts: BackupOptions): Promise<BackupResult> {
     const repo = (handle as FakeHandle).repo;
     const start = Date.now();
     const p: BackupProgress = {

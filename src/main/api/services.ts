@@ -41,7 +41,7 @@ export interface Engine {
   exists(location: string): Promise<boolean>;
   init(location: string, password: string): Promise<RepoHandle>;
   open(location: string, password: string): Promise<RepoHandle>;
-  backup(repo: RepoHandle, opts: BackupOptions & { pauseGate?: PauseGate }): Promise<BackupResult>;
+  backup(repo: RepoHandle, opts: BackupOptions): Promise<BackupResult>;
   restore(repo: RepoHandle, opts: RestoreOptions): Promise<RestoreResult>;
   /** Applies a retention policy after a run; absent: retention is not applied by the API. */
   forget?(repo: RepoHandle, policy: RetentionPolicy): Promise<void>;

@@ -79,6 +79,8 @@ export interface BackupOptions {
   lowPriority?: boolean;
   /** How long to wait for a prune's lock to go away before failing (default 10 minutes). */
   lockWaitMs?: number;
+  /** Pause: the backup awaits `wait()` before each file and folder it starts (work in flight finishes). */
+  pauseGate?: { wait(): Promise<void> };
   signal?: AbortSignal;
   progress?: ProgressSink<BackupProgress>;
   /** Receives one line per notable event (fallbacks, skipped files) for the run log. */

@@ -309,6 +309,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       if (!batch.length) return;
       void (async () => {
         await taskSlots.take();
+        await opts.pauseGate?.wait(); // paused: start nothing new
         try {
           progress.currentFile = show(batch[batch.length - 1].abs);
           const r = await pool!.run<SmallFilesResult>(
@@ -382,6 +383,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       incremental?: BackupFileTask['incremental'],
     ): Promise<BackupFileResult> => {
       await taskSlots.take();
+      await opts.pauseGate?.wait(); // paused: start nothing new
       try {
         throwIfAborted(signal);
         progress.currentFile = show(abs);
@@ -616,6 +618,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       stats: (EntryStat | Error | undefined)[];
     }
     const listDir = async (abs: Buffer): Promise<Listing | Error> => {
+      await opts.pauseGate?.wait();
       counters.readdir++;
       const r = await pool!.run<ListDirResult>({ op: 'listDir', path: abs });
       if (r.error) return Object.assign(new Error(r.error.message), { code: r.error.code });

@@ -177,6 +177,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         workers: job.options.workers,
         readLimitBytesPerSec: job.options.readLimitBytesPerSec,
         lowPriority: job.options.lowPriority,
+        pauseGate: req.pauseGate,
         signal,
         log,
         progress: (p) => {

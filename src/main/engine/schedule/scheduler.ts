@@ -60,6 +60,22 @@ export interface RunRequest {
   scheduledFor?: number | null;
   runId: number;
   signal: AbortSignal;
+  /** Lets the run be paused (the backup waits before each file it starts). */
+  pauseGate?: PauseGate;
+}
+
+/** A gate a running backup waits at while it is closed. */
+export class PauseGate {
+  paused = false;
+  private waiters: (() => void)[] = [];
+  wait(): Promise<void> {
+    if (!this.paused) return Promise.resolve();
+    return new Promise((r) => this.waiters.push(r));
+  }
+  set(paused: boolean): void {
+    this.paused = paused;
+    if (!paused) for (const w of this.waiters.splice(0)) w();
+  }
 }
 
 /** What the scheduler needs to execute a run (JobRunner implements it). */
@@ -87,6 +103,7 @@ interface Pending {
   scheduledFor: number | null;
   runId: number;
   controller: AbortController;
+  gate: PauseGate;
   promise: Promise<RunRecord>;
   resolve: (r: RunRecord) => void;
   reject: (e: unknown) => void;
@@ -235,10 +252,24 @@ export class Scheduler {
     return { runId: p.runId, promise: p.promise };
   }
 
+  /** Pauses or resumes a job's running backup; false when it is not running. */
+  pause(jobId: number, paused: boolean): boolean {
+    const p = this.running.get(jobId);
+    if (!p) return false;
+    p.gate.set(paused);
+    return true;
+  }
+
+  /** True while a job's running backup is paused. */
+  isPaused(jobId: number): boolean {
+    return !!this.running.get(jobId)?.gate.paused;
+  }
+
   /** Cancels a job's running or queued run. */
   cancel(jobId: number): boolean {
     const p = this.running.get(jobId);
     if (p) {
+      p.gate.set(false); // a paused run must wake up to see the cancel
       p.controller.abort();
       return true;
     }
@@ -298,6 +329,7 @@ export class Scheduler {
       scheduledFor: o.scheduledFor ?? null,
       runId: run.id,
       controller: new AbortController(),
+      gate: new PauseGate(),
       promise,
       resolve,
       reject,
@@ -344,6 +376,7 @@ export class Scheduler {
         scheduledFor: p.scheduledFor,
         runId: p.runId,
         signal: p.controller.signal,
+        pauseGate: p.gate,
       })
       .then(
         (r) => {
