@@ -14,15 +14,11 @@ import { check } from '../engine/check/index.js';
 import { forget, prune } from '../engine/repo/retention.js';
 import { diff, find, lookup, walk } from '../engine/repo/browse.js';
 import { errorToWire, UsageError, TidemarkError } from '../engine/errors.js';
-import type {
-  BackupProgress,
-  OverwritePolicy,
-  RetentionPolicy,
-  RestoreProgress,
-} from '../engine/operations.js';
+import type { BackupProgress, OverwritePolicy, RestoreProgress } from '../engine/operations.js';
 import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { getNewPassword, getPassword } from './password.js';
+import { addRetentionOptions, retentionFrom, retentionGiven } from './retention.js';
 
 export interface CliIO {
   out: (text: string) => void;
@@ -413,31 +409,17 @@ export function buildProgram(
       if (!report.ok) exitCode = EXIT.DAMAGED;
     });
 
-  program
-    .command('forget')
-    .description('remove snapshots by a retention policy (then run prune to free space)')
-    .option('--keep-last <n>', 'keep the n newest snapshots', int)
-    .option('--keep-hourly <n>', 'keep the newest of each of the last n hours', int)
-    .option('--keep-daily <n>', 'keep the newest of each of the last n days', int)
-    .option('--keep-weekly <n>', 'keep the newest of each of the last n weeks', int)
-    .option('--keep-monthly <n>', 'keep the newest of each of the last n months', int)
-    .option('--keep-yearly <n>', 'keep the newest of each of the last n years', int)
-    .option('--keep-tag <tag>', 'always keep snapshots with this tag (repeatable)', collect, [])
+  addRetentionOptions(
+    program
+      .command('forget')
+      .description('remove snapshots by a retention policy (then run prune to free space)'),
+  )
     .option('--host <name>', 'only snapshots of this host')
     .option('--dry-run', 'only show what would be removed')
     .option('--prune', 'prune afterwards')
     .action(async (o) => {
-      const policy: RetentionPolicy = {
-        keepLast: o.keepLast,
-        keepHourly: o.keepHourly,
-        keepDaily: o.keepDaily,
-        keepWeekly: o.keepWeekly,
-        keepMonthly: o.keepMonthly,
-        keepYearly: o.keepYearly,
-        keepTags: o.keepTag.length ? o.keepTag : undefined,
-      };
-      if (Object.values(policy).every((v) => v === undefined))
-        throw new UsageError('give at least one --keep-… option');
+      if (!retentionGiven(o)) throw new UsageError('give at least one --keep-… option');
+      const policy = retentionFrom(o);
       const { decision, pruned } = await withRepo(async (repo) => {
         const decision = await forget(repo, policy, { dryRun: o.dryRun, host: o.host });
         const pruned = o.prune && !o.dryRun ? await prune(repo, { signal }) : undefined;

@@ -30,8 +30,9 @@ import { openBackend } from '../../engine/backend/open.js';
 import { isS3Location } from '../../engine/backend/s3/location.js';
 import { openRepository } from '../../engine/repo/repository.js';
 import { UsageError, NotFoundError } from '../../engine/errors.js';
-import type { RetentionPolicy } from '../../engine/operations.js';
+
 import { getPassword } from '../password.js';
+import { addRetentionOptions, retentionFrom, retentionGiven } from '../retention.js';
 import { defaultRepoLocation } from '../program.js';
 import { EXIT, exitCodeFor } from '../exitCodes.js';
 
@@ -64,21 +65,16 @@ const fmtTime = (t: number | null) =>
   t === null ? '-' : new Date(t).toISOString().replace('T', ' ').slice(0, 16);
 
 function addScheduleOptions(cmd: Command): Command {
-  return cmd
+  cmd
     .option('--daily <times>', 'run every day at these times, e.g. 02:30 or 08:00,20:00')
     .option('--weekly <spec>', 'run on these days at a time, e.g. mon,thu@21:00')
     .option('--hourly [minute]', 'run every hour (at this minute, default 0)')
     .option('--every-hours <n>', 'run every N hours (0:00, N:00, …)', count)
     .option('--cron <expr>', 'run on a cron expression (repeatable)', collect)
     .option('--manual', 'only run when asked (no schedule)')
-    .option('--tz <zone>', 'time zone of the schedule (default: this computer)')
-    .option('--keep-last <n>', 'keep the N newest snapshots', count)
-    .option('--keep-hourly <n>', 'keep one snapshot per hour for N hours', count)
-    .option('--keep-daily <n>', 'keep one snapshot per day for N days', count)
-    .option('--keep-weekly <n>', 'keep one snapshot per week for N weeks', count)
-    .option('--keep-monthly <n>', 'keep one snapshot per month for N months', count)
-    .option('--keep-yearly <n>', 'keep one snapshot per year for N years', count)
-    .option('--keep-tag <tag>', 'always keep snapshots with this tag (repeatable)', collect)
+    .option('--tz <zone>', 'time zone of the schedule (default: this computer)');
+  addRetentionOptions(cmd);
+  return cmd
     .option('-e, --exclude <pattern>', 'exclude names or paths matching a glob (repeatable)', collect)
     .option('--compression <level>', 'zstd level, 0 = off', count)
     .option('--verify', 'check each new snapshot after the backup')
@@ -132,32 +128,7 @@ function scheduleFrom(o: any): Schedule | undefined {
   return s;
 }
 
-const KEEP_OPTIONS = [
-  'keepLast',
-  'keepHourly',
-  'keepDaily',
-  'keepWeekly',
-  'keepMonthly',
-  'keepYearly',
-  'keepTag',
-];
-const keepGiven = (o: any) => KEEP_OPTIONS.some((k) => o[k] !== undefined);
-
-/** The retention policy the --keep-… options describe (they replace the whole policy). */
-function retentionFrom(o: any): RetentionPolicy {
-  const r: RetentionPolicy = {};
-  const map: [string, keyof RetentionPolicy][] = [
-    ['keepLast', 'keepLast'],
-    ['keepHourly', 'keepHourly'],
-    ['keepDaily', 'keepDaily'],
-    ['keepWeekly', 'keepWeekly'],
-    ['keepMonthly', 'keepMonthly'],
-    ['keepYearly', 'keepYearly'],
-  ];
-  for (const [opt, key] of map) if (o[opt] !== undefined) (r as any)[key] = o[opt];
-  if (o.keepTag) r.keepTags = o.keepTag;
-  return r;
-}
+const keepGiven = retentionGiven;
 
 /** Folder locations as absolute paths (so "./backup" and "/home/me/backup" are one repository). */
 function normalizeLocation(location: string): string {
