@@ -95,6 +95,7 @@ describe('metadata and content round-trip', () => {
     }
     const report = await check(repo, { readData: true });
     expect(report.problems).toEqual([]);
+    expect(report.unreferencedPacks).toEqual([]); // a backup leaves no empty or stray packs
     expect(report.ok).toBe(true);
   });
 

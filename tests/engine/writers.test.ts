@@ -70,3 +70,31 @@ describe('prune after concurrent writers', () => {
     }
   });
 });
+
+describe('a long backup', () => {
+  it('writes index files as it goes, and the result checks clean', async () => {
+    const work = await tempDir('tm-idx-');
+    const files: Record<string, Buffer> = {};
+    for (let i = 0; i < 120; i++) files[`f${i}.bin`] = randomBytes(2000, 700 + i);
+    await writeTree(path.join(work, 'src'), files);
+    const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', {
+      kdf: { N: 1024 },
+      packSize: 4096,
+    });
+    const saved = Repository.indexEvery;
+    Repository.indexEvery = 10;
+    try {
+      await backup(repo, { paths: [path.join(work, 'src')] });
+    } finally {
+      Repository.indexEvery = saved;
+    }
+    const names: string[] = [];
+    for await (const o of repo.backend.list('index')) names.push(o.name);
+    expect(names.length).toBeGreaterThan(3);
+    const { check } = await import('../../src/main/engine/check/index.js');
+    const fresh = await Repository.open(new LocalBackend(path.join(work, 'repo')), 'pw');
+    const report = await check(fresh, { readData: true });
+    expect(report.problems).toEqual([]);
+    expect(report.unreferencedPacks).toEqual([]);
+  });
+});

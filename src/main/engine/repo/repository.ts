@@ -59,6 +59,8 @@ export interface RepoStats {
 const MAX_UPLOADS = 2;
 
 export class Repository {
+  /** Blobs per index file written during a long backup. */
+  static indexEvery = 20_000;
   index = new BlobIndex();
   private indexLoaded = false;
   private indexLoading?: Promise<void>;
@@ -71,6 +73,7 @@ export class Repository {
   private readonly uploads = new Set<Promise<void>>();
   private uploadError?: unknown;
   private unindexed: IndexPack[] = [];
+  private unindexedBlobs = 0;
   private readonly treeCache = new Map<string, Tree>();
   readonly stats: RepoStats = { storedBytes: 0, packedBytes: 0, newBlobs: 0, newBytes: 0 };
 
@@ -240,9 +243,11 @@ export class Repository {
 
   private async uploadPack(b: PackBuilder): Promise<void> {
     if (b.count === 0) return;
+    // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
+    // pack (a full pack never grows, and no caller uploads an empty one).
+    const { id, bytes, blobs } = b.finish();
     while (this.uploads.size >= MAX_UPLOADS) await Promise.race(this.uploads);
     if (this.uploadError) throw this.uploadError;
-    const { id, bytes, blobs } = b.finish();
     const p = this.backend
       .save('data', id, bytes)
       .then(() => {
@@ -271,19 +276,39 @@ export class Repository {
       this.pending.delete(b.id.toString('hex'));
       entry.blobs.push({ id: b.id, loc });
     }
+    this.unindexedBlobs += entry.blobs.length;
     this.unindexed.push(entry);
+    // A long backup writes its index as it goes: memory stays flat, and after a crash the uploaded packs
+    // are already indexed (the next backup does not upload them again).
+    if (this.unindexedBlobs >= Repository.indexEvery) {
+      const packs = this.unindexed;
+      this.unindexed = [];
+      this.unindexedBlobs = 0;
+      const p: Promise<void> = this.saveIndexFile(packs)
+        .then(({ id, size }) => {
+          this.indexFiles.add(id);
+          this.stats.storedBytes += size;
+        })
+        .catch((err) => {
+          this.uploadError ??= addContext('writing an index file', err);
+        })
+        .finally(() => this.uploads.delete(p));
+      this.uploads.add(p);
+    }
   }
 
   /** Uploads every open pack, waits for all uploads, and writes an index file for them. */
   async flush(): Promise<void> {
     for (const b of this.builders.values()) await this.uploadPack(b);
-    await Promise.all(this.uploads);
+    while (this.uploads.size) await Promise.all([...this.uploads]); // finished uploads may start index writes
     if (this.uploadError) throw this.uploadError;
     if (this.unindexed.length) {
-      const { id, size } = await this.saveIndexFile(this.unindexed);
+      const packs = this.unindexed;
+      this.unindexed = [];
+      this.unindexedBlobs = 0;
+      const { id, size } = await this.saveIndexFile(packs);
       this.indexFiles.add(id);
       this.stats.storedBytes += size;
-      this.unindexed = [];
     }
   }
 
