@@ -90,6 +90,9 @@ export function createApi(opts: WiringOptions): Wired {
   const tracker = new TrackerService({ dataDir, log: (line) => console.log(`tidemark: ${line}`) });
   const sources = () => catalog.listJobs().flatMap((j) => j.sources);
   void tracker.setRoots(sources()).catch(() => {});
+  // a job added or edited is tracked within half a minute, not only from its first backup
+  const retrack = setInterval(() => void tracker.setRoots(sources()).catch(() => {}), 30_000);
+  retrack.unref();
   const engine = createJobEngine({
     secrets,
     backup: async (repo, o) => {
@@ -121,6 +124,7 @@ export function createApi(opts: WiringOptions): Wired {
     services,
     close: () => {
       state.flush();
+      clearInterval(retrack);
       catalog.close();
       void tracker.stop();
     },

@@ -48,8 +48,17 @@ export class TrackerService {
 
   constructor(private readonly opts: TrackerServiceOptions) {}
 
-  /** Tracks exactly these folders (the union of all jobs' sources); no folders stops tracking. */
-  async setRoots(roots: string[]): Promise<void> {
+  private serial: Promise<void> = Promise.resolve();
+
+  /** Tracks exactly these folders (the union of all jobs' sources); no folders stops tracking.
+   *  Calls are serialized, so a periodic re-check and a backup never start two trackers. */
+  setRoots(roots: string[]): Promise<void> {
+    const run = this.serial.then(() => this.applyRoots(roots));
+    this.serial = run.catch(() => {});
+    return run;
+  }
+
+  private async applyRoots(roots: string[]): Promise<void> {
     const next = [...new Set(roots.map((r) => path.resolve(r)))].sort();
     if (JSON.stringify(next) === JSON.stringify(this.roots) && (this.running || !next.length)) return;
     await this.stop();

@@ -483,6 +483,11 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         }),
       });
       await tracker.setRoots(system.catalog.listJobs().flatMap((j) => j.sources));
+      const retrack = setInterval(
+        () => void tracker.setRoots(system.catalog.listJobs().flatMap((j) => j.sources)).catch(() => {}),
+        30_000,
+      );
+      retrack.unref();
       const { catalog: c, events, scheduler } = system;
       const name = (id: number) => c.findJob(id)?.name ?? `job ${id}`;
       events.on('run-started', (e) =>
@@ -506,6 +511,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         ctx.signal.addEventListener('abort', () => resolve(), { once: true });
       });
       line('stopping: cancelling running jobs');
+      clearInterval(retrack);
       await system.close();
       await tracker.stop();
     });
