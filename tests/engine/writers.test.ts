@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import fs from 'node:fs/promises';
+import crypto from 'node:crypto';
 import path from 'node:path';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
@@ -96,5 +97,25 @@ describe('a long backup', () => {
     const report = await check(fresh, { readData: true });
     expect(report.problems).toEqual([]);
     expect(report.unreferencedPacks).toEqual([]);
+  });
+});
+
+describe('prune grace period', () => {
+  it('keeps packs no index mentions while they are young, and removes them after the grace period', async () => {
+    const work = await tempDir('tm-grace-');
+    const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
+    await writeTree(path.join(work, 'src'), { 'a.bin': randomBytes(300_000, 1) });
+    await backup(repo, { paths: [path.join(work, 'src')] });
+    // a pack another backup has uploaded but not indexed yet
+    const stray = crypto.randomBytes(32).toString('hex');
+    await repo.backend.save('data', stray, crypto.randomBytes(5000));
+    await prune(repo, { graceMs: 10 * 60_000 });
+    await expect(repo.backend.stat('data', stray)).resolves.toBeDefined();
+    await prune(repo, { graceMs: 0 });
+    await expect(repo.backend.stat('data', stray)).rejects.toThrow(/not found/);
+    const out = path.join(work, 'out');
+    expect(
+      (await restore(repo, { snapshot: 'latest', target: out, relativeTo: path.join(work, 'src') })).errors,
+    ).toEqual([]);
   });
 });

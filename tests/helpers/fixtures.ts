@@ -139,6 +139,8 @@ export function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     ...process.env,
     TIDEMARK_PASSWORD: 'correct horse',
     TIDEMARK_TEST_KDF_N: '1024',
+    // prune keeps unindexed packs for a grace period (a running backup's); tests of leftovers want them gone
+    TIDEMARK_PRUNE_GRACE_MS: '0',
     TIDEMARK_HOME: path.join(os.tmpdir(), 'tm-home-tests'),
     ...extra,
   };

@@ -9,6 +9,8 @@ export const OBJECT_TYPES: readonly ObjectType[] = ['config', 'keys', 'data', 'i
 export interface ObjectInfo {
   name: string;
   size: number;
+  /** When the object was written (ms since the epoch), where the store knows it (listings). */
+  modified?: number;
 }
 
 export interface SaveOptions {

@@ -13,6 +13,7 @@ import { applyRetentionPolicy, groupSnapshots, type GroupBy } from '../schedule/
 import { CorruptObjectError, AbortedError, TidemarkError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
 import { decodeIndex, type IndexPack } from './indexFile.js';
+import { DEFAULT_LEASE_MS } from './lock.js';
 import { decodeObject } from './objects.js';
 
 export interface ForgetOptions {
@@ -51,6 +52,9 @@ export interface PruneOptions {
   leaseMs?: number;
   /** How long to wait for other locks (running backups) to go away (default: fail at once). */
   lockWaitMs?: number;
+  /** Packs no index mentions are kept while younger than this: a backup whose lock lapsed (a hung
+   *  process, a wrong clock) may be about to index them. Default 2 lock leases (10 minutes). */
+  graceMs?: number;
 }
 
 /** Every blob (trees and data) the given snapshots need; throws when any tree cannot be read. */
@@ -92,7 +96,14 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
         );
     }
     const stored = new Map<string, number>();
-    for await (const o of repo.backend.list('data')) stored.set(o.name, o.size);
+    const young = new Set<string>();
+    const envGrace = process.env.TIDEMARK_PRUNE_GRACE_MS;
+    const grace =
+      opts.graceMs ?? (envGrace !== undefined && envGrace !== '' ? Number(envGrace) : 2 * DEFAULT_LEASE_MS);
+    for await (const o of repo.backend.list('data')) {
+      stored.set(o.name, o.size);
+      if (o.modified === undefined || Date.now() - o.modified < grace) young.add(o.name);
+    }
 
     // per pack: used and unused bytes
     const packUse = new Map<
@@ -112,6 +123,7 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
     const repack: string[] = [];
     for (const [pack, size] of stored) {
       const u = packUse.get(pack);
+      if (!u && young.has(pack)) continue; // unindexed and recent: maybe a running backup's; kept for now
       if (!u || u.used.length === 0) remove.add(pack);
       else {
         // bytes not used from this pack: blobs no snapshot needs, and copies of blobs the index places

@@ -182,7 +182,7 @@ export class LocalBackend implements Backend {
         if (!e.isFile() || e.name.startsWith('.')) continue;
         try {
           const st = await fs.stat(path.join(dir, e.name));
-          yield { name: e.name, size: st.size };
+          yield { name: e.name, size: st.size, modified: st.mtimeMs };
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
         }

@@ -8,6 +8,7 @@ import { NotFoundError, ObjectExistsError } from '../../errors.js';
 export class MemoryBackend implements Backend {
   readonly location: string;
   private readonly objects = new Map<string, Buffer>();
+  private readonly written = new Map<string, number>();
 
   constructor(location = 'memory:') {
     this.location = location;
@@ -21,6 +22,7 @@ export class MemoryBackend implements Backend {
     const k = this.key(type, name);
     if (options?.ifNotExists && this.objects.has(k)) throw new ObjectExistsError(`${type}/${name}`);
     this.objects.set(k, Buffer.from(data));
+    this.written.set(k, Date.now());
   }
 
   async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
@@ -43,7 +45,8 @@ export class MemoryBackend implements Backend {
   async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
     const prefix = `${type}/`;
     for (const [k, v] of [...this.objects]) {
-      if (k.startsWith(prefix)) yield { name: k.slice(prefix.length), size: v.length };
+      if (k.startsWith(prefix))
+        yield { name: k.slice(prefix.length), size: v.length, modified: this.written.get(k) };
     }
   }
 

@@ -626,7 +626,7 @@ export class S3Backend implements Backend {
     const what = `${type} objects`;
     let token: string | undefined;
     do {
-      let contents: { Key?: string; Size?: number }[];
+      let contents: { Key?: string; Size?: number; LastModified?: Date }[];
       if (this.listApi === 2) {
         const res = await this.request('list', what, () =>
           this.client.send(
@@ -665,7 +665,7 @@ export class S3Backend implements Backend {
         if (!o.Key) continue;
         const name = o.Key.slice(o.Key.lastIndexOf('/') + 1);
         if (!name || name.startsWith('.')) continue;
-        yield { name, size: o.Size ?? 0 };
+        yield { name, size: o.Size ?? 0, ...(o.LastModified ? { modified: o.LastModified.getTime() } : {}) };
       }
     } while (token);
   }
