@@ -1,7 +1,7 @@
 import { describe, it, expect, beforeAll } from 'vitest';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { tempDir, writeTree, randomBytes, runCli, cliEnv } from '../helpers/fixtures.js';
+import { tempDir, writeTree, randomBytes, runCli, cliEnv, listRepoFiles } from '../helpers/fixtures.js';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
@@ -59,6 +59,23 @@ describe('tidemark CLI', () => {
     });
     const text = await runCli(['-r', repo, 'diff', snaps[0], snaps[1]]);
     expect(text.stdout).toMatch(/^\+ .*new\.txt$/m);
+  });
+
+  it('reading commands open the repository read-only and change nothing in it', async () => {
+    const before = await listRepoFiles(repo);
+    for (const args of [
+      ['snapshots'],
+      ['ls', 'latest'],
+      ['find', '*.jpg'],
+      ['diff', snaps[0], snaps[1]],
+      ['check'],
+    ])
+      expect((await runCli(['-r', repo, ...args])).code).toBe(0);
+    const target = path.join(work, 'ro-restore');
+    expect(
+      (await runCli(['-r', repo, '--limit-download', '50', 'restore', 'latest', '--target', target])).code,
+    ).toBe(0);
+    expect(await listRepoFiles(repo)).toEqual(before);
   });
 
   it('restores selected paths only', async () => {

@@ -119,3 +119,21 @@ describe('prune grace period', () => {
     ).toEqual([]);
   });
 });
+
+describe('a lock whose lease cannot be renewed', () => {
+  it('is reported as lapsed, so its holder commits nothing', async () => {
+    const { MemoryBackend } = await import('../../src/main/engine/backend/memory/index.js');
+    const { FaultyBackend } = await import('../../src/main/engine/backend/faulty/index.js');
+    const { acquireLock } = await import('../../src/main/engine/repo/lock.js');
+    const faulty = new FaultyBackend(new MemoryBackend());
+    const repo = await Repository.init(faulty, 'pw', { kdf: { N: 1024 } });
+    const lock = await acquireLock(faulty, repo.key, { exclusive: false, purpose: 'backup', leaseMs: 1000 });
+    faulty.rules = [{ op: 'save', type: 'locks', effect: { throw: () => new Error('network unreachable') } }];
+    expect(lock.lapsed).toBe(false);
+    await new Promise((r) => setTimeout(r, 1600));
+    expect(lock.lapsed).toBe(true);
+    expect(() => lock.assertHeld('the backup')).toThrow(/could not be renewed.*network unreachable/);
+    faulty.rules = [];
+    await lock.release();
+  });
+});

@@ -43,6 +43,8 @@ export interface GlobalOptions {
   passwordFile?: string;
   json?: boolean;
   quiet?: boolean;
+  limitUpload?: number;
+  limitDownload?: number;
 }
 
 export function tidemarkHome(): string {
@@ -125,6 +127,8 @@ export function buildProgram(
     )
     .option('--json', 'print machine-readable JSON')
     .option('-q, --quiet', 'no progress output')
+    .option('--limit-upload <MBps>', 'limit writing to the repository to this many MB/s', Number)
+    .option('--limit-download <MBps>', 'limit reading from the repository to this many MB/s', Number)
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .showHelpAfterError();
@@ -139,12 +143,18 @@ export function buildProgram(
     }
   };
   const location = () => g().repo ?? defaultRepoLocation();
-  const openRepo = async (opts: GlobalOptions = g()) => {
-    const backend = await openBackend(opts.repo ?? location());
+  const openRepo = async (opts: GlobalOptions = g(), readOnly = false) => {
+    const backend = await openBackend(opts.repo ?? location(), {
+      readOnly,
+      uploadBytesPerSec: opts.limitUpload ? opts.limitUpload * 1e6 : undefined,
+      downloadBytesPerSec: opts.limitDownload ? opts.limitDownload * 1e6 : undefined,
+    });
     return openRepository(backend, await getPassword(opts));
   };
-  const withRepo = async <T>(fn: (repo: Repository) => Promise<T>): Promise<T> => {
-    const repo = await openRepo();
+  /** Runs `fn` on the opened repository; commands that only read open it read-only (a bug or a crafted
+   *  repository can then never make them write). */
+  const withRepo = async <T>(fn: (repo: Repository) => Promise<T>, readOnly = false): Promise<T> => {
+    const repo = await openRepo(g(), readOnly);
     try {
       return await fn(repo);
     } finally {
@@ -239,7 +249,7 @@ export function buildProgram(
     .option('--host <name>', 'only this host')
     .option('--tag <tag>', 'only snapshots with this tag')
     .action(async (o) => {
-      let list = await withRepo((repo) => repo.listSnapshots());
+      let list = await withRepo((repo) => repo.listSnapshots(), true);
       if (o.host) list = list.filter((s) => s.host === o.host);
       if (o.tag) list = list.filter((s) => s.tags.includes(o.tag));
       print(
@@ -274,7 +284,7 @@ export function buildProgram(
             for (const n of (await repo.loadTree(treeId)).nodes)
               rows.push({ path: path.posix.join(target, n.name), node: n });
         }
-      });
+      }, true);
       print(
         () => rows.map((r) => describeNode(r.node, r.path)),
         () =>
@@ -303,7 +313,7 @@ export function buildProgram(
         if (o.host) snaps = snaps.filter((s) => s.host === o.host);
         for await (const { snapshot, entry } of find(repo, snaps, pattern))
           rows.push({ snapshot, path: entry.path, node: entry.node });
-      });
+      }, true);
       print(
         () => [
           ...rows.map(
@@ -335,7 +345,7 @@ export function buildProgram(
         const sa = await repo.loadSnapshot(a);
         const sb = await repo.loadSnapshot(b);
         for await (const d of diff(repo, sa.tree, sb.tree)) rows.push(d);
-      });
+      }, true);
       const sign = { added: '+', removed: '-', modified: 'M', metadata: 'U' } as Record<string, string>;
       print(
         () => [
@@ -373,7 +383,7 @@ export function buildProgram(
           signal,
           progress: (p) => bar.restore(p),
         });
-      });
+      }, true);
       bar.end();
       print(
         () => [
@@ -390,7 +400,7 @@ export function buildProgram(
     .description('verify the repository (with --read-data: every byte)')
     .option('--read-data', 'read and verify all data')
     .action(async (o) => {
-      const report = await withRepo((repo) => check(repo, { readData: o.readData, signal }));
+      const report = await withRepo((repo) => check(repo, { readData: o.readData, signal }), true);
       print(
         () =>
           [

@@ -803,6 +803,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       scanMode,
     };
     await repo.flush();
+    lock.assertHeld('the backup');
     snapshot.stats.storedBytes = repo.stats.storedBytes - statsAtStart.storedBytes;
     snapshot.stats.durationMs = Date.now() - started;
     const snapshotId = await repo.saveSnapshot(snapshot);

@@ -36,6 +36,10 @@ export class RepoLock {
   private timer?: NodeJS.Timeout;
   private released = false;
   private refreshing?: Promise<void>;
+  /** When the lease we hold runs out unless a refresh succeeds. */
+  private expiresAt: number;
+  /** Why the last refresh failed, if it did. */
+  lastRefreshError?: string;
 
   constructor(
     private readonly backend: Backend,
@@ -44,17 +48,41 @@ export class RepoLock {
     readonly info: LockInfo,
     private readonly leaseMs: number,
   ) {
-    this.timer = setInterval(() => void this.refresh().catch(() => {}), Math.max(1000, leaseMs / 3));
+    this.expiresAt = Date.parse(info.expires);
+    this.timer = setInterval(
+      () =>
+        void this.refresh().catch((err: Error) => {
+          this.lastRefreshError = err.message;
+        }),
+      Math.max(1000, leaseMs / 3),
+    );
     this.timer.unref();
+  }
+
+  /** True when the lease ran out without being renewed: others may now treat the lock as stale, so
+   *  the holder must not commit anything (a backup fails instead of saving its snapshot). */
+  get lapsed(): boolean {
+    return Date.now() > this.expiresAt;
+  }
+
+  /** Throws when the lease lapsed (see `lapsed`). */
+  assertHeld(what: string): void {
+    if (this.lapsed)
+      throw new RepoLockedError(
+        `the repository lock could not be renewed in time (${this.lastRefreshError ?? 'no reason known'}); ${what} was stopped so that nothing is committed without it`,
+      );
   }
 
   private async refresh(): Promise<void> {
     if (this.released || this.refreshing) return;
     this.refreshing = (async () => {
-      const info = { ...this.info, expires: new Date(Date.now() + this.leaseMs).toISOString() };
+      const expires = Date.now() + this.leaseMs;
+      const info = { ...this.info, expires: new Date(expires).toISOString() };
       const { id } = await saveJson(this.backend, this.key, 'locks', info);
       const old = this.id;
       this.id = id;
+      this.expiresAt = expires;
+      this.lastRefreshError = undefined;
       await this.backend.remove('locks', old);
       if (this.released) await this.backend.remove('locks', id);
     })().finally(() => (this.refreshing = undefined));

@@ -207,7 +207,8 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
       );
     const { id: fullIndex } = await repo.saveIndexFile(newIndex);
 
-    // 3. old index files go, then the packs nothing refers to any more
+    // 3. old index files go, then the packs nothing refers to any more (only while our lock still holds)
+    lock.assertHeld('the prune');
     for (const f of [...oldIndexFiles, ...written])
       if (f !== fullIndex) await repo.backend.remove('index', f);
     for (const p of [...remove, ...repack]) await repo.backend.remove('data', p);
