@@ -69,10 +69,7 @@ export class TrackerService {
     let markReady!: () => void;
     this.ready = new Promise((r) => (markReady = r));
     if (process.platform === 'linux' && process.env.TIDEMARK_NO_BLOCK_TRACKING !== '1') {
-      const started = await BlockTracker.start(
-        next,
-        this.opts.blockPin === false ? {} : { pin: this.opts.blockPin ?? 'tidemark' },
-      ).catch((err: Error) => ({
+      const started = await BlockTracker.start(next, this.pinOption()).catch((err: Error) => ({
         ok: false as const,
         reason: err.message,
       }));
@@ -99,6 +96,15 @@ export class TrackerService {
     })
       .catch((err) => this.opts.log?.(`change tracker failed: ${(err as Error).message}`))
       .finally(() => markReady());
+  }
+
+  /** Pinned under `blockPin`, else $TIDEMARK_BLOCK_PIN (empty: not pinned, as in the test suite), else 'tidemark'. */
+  private pinOption(): { pin?: string } {
+    const pin =
+      this.opts.blockPin === false
+        ? ''
+        : (this.opts.blockPin ?? process.env.TIDEMARK_BLOCK_PIN ?? 'tidemark');
+    return pin ? { pin } : {};
   }
 
   /** The journal of the running tracker, once it runs. */
