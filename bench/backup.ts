@@ -47,14 +47,22 @@ async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Pr
   const timeFile = path.join(os.tmpdir(), `tm-bench-time-${process.pid}`);
   const statsFile = path.join(os.tmpdir(), `tm-bench-stats-${process.pid}`);
   await fs.rm(statsFile, { force: true });
-  const child = spawn('/usr/bin/time', ['-f', '%e %U %S %M', '-o', timeFile, cmd, ...cmdArgs], { env: { ...env, TIDEMARK_BENCH_STATS: statsFile }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('/usr/bin/time', ['-f', '%e %U %S %M', '-o', timeFile, cmd, ...cmdArgs], {
+    env: { ...env, TIDEMARK_BENCH_STATS: statsFile },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
   child.stderr.on('data', (d) => (stderr += d));
   const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? -1)));
   if (code !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')} failed (${code}): ${stderr.slice(-2000)}`);
-  const [wall, user, sys, rss] = (await fs.readFile(timeFile, 'utf8')).trim().split('\n').pop()!.split(' ').map(Number);
+  const [wall, user, sys, rss] = (await fs.readFile(timeFile, 'utf8'))
+    .trim()
+    .split('\n')
+    .pop()!
+    .split(' ')
+    .map(Number);
   let stats;
   try {
     stats = JSON.parse(await fs.readFile(statsFile, 'utf8'));
@@ -81,7 +89,14 @@ async function hashTree(d: string): Promise<Map<string, string>> {
     for (const e of await fs.readdir(p, { withFileTypes: true })) {
       const q = path.join(p, e.name);
       if (e.isDirectory()) await walk(q);
-      else if (e.isFile() && e.name !== '.complete') out.set(path.relative(d, q), crypto.createHash('sha256').update(await fs.readFile(q)).digest('hex'));
+      else if (e.isFile() && e.name !== '.complete')
+        out.set(
+          path.relative(d, q),
+          crypto
+            .createHash('sha256')
+            .update(await fs.readFile(q))
+            .digest('hex'),
+        );
     }
   };
   await walk(d);
@@ -107,13 +122,21 @@ interface Row {
 
 async function main() {
   await fs.mkdir(base, { recursive: true });
-  console.log(`dataset: generating/reusing under ${base}/data (scale ${scale}${smallFiles ? `, ${smallFiles} small files` : ''}) …`);
+  console.log(
+    `dataset: generating/reusing under ${base}/data (scale ${scale}${smallFiles ? `, ${smallFiles} small files` : ''}) …`,
+  );
   const t0 = Date.now();
   const data = await makeDataset(path.join(base, 'data'), scale, smallFiles);
-  console.log(`dataset: ${data.files} files, ${(data.bytes / 1e6).toFixed(0)} MB (ready in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  console.log(
+    `dataset: ${data.files} files, ${(data.bytes / 1e6).toFixed(0)} MB (ready in ${((Date.now() - t0) / 1000).toFixed(1)} s)`,
+  );
   const dropped = dropCaches();
-  console.log(`page cache: ${dropped ? 'dropped before each step (root)' : 'NOT dropped (not permitted): figures are warm-cache'}`);
-  console.log(`machine: ${os.cpus().length} cores, ${os.cpus()[0]?.model}; node ${process.version}; restic: ${withRestic ? spawnSync('restic', ['version']).stdout.toString().trim() : 'not installed'}`);
+  console.log(
+    `page cache: ${dropped ? 'dropped before each step (root)' : 'NOT dropped (not permitted): figures are warm-cache'}`,
+  );
+  console.log(
+    `machine: ${os.cpus().length} cores, ${os.cpus()[0]?.model}; node ${process.version}; restic: ${withRestic ? spawnSync('restic', ['version']).stdout.toString().trim() : 'not installed'}`,
+  );
   const expected = await hashTree(data.root);
   const rows: Row[] = [];
   const mb = (n: number) => n / 1e6;
@@ -133,13 +156,32 @@ async function main() {
     dropCaches();
     const m = await timed(process.execPath, tm(['backup', data.root, ...wargs]), env);
     const j = JSON.parse(m.stdout);
-    rows.push({ tool: 'tidemark', step, m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, bytesRead: j.snapshot.stats.bytesRead, repoBytes: await dirBytes(tmRepo) });
+    rows.push({
+      tool: 'tidemark',
+      step,
+      m,
+      mbps: mb(data.bytes) / m.wall,
+      filesPerSec: data.files / m.wall,
+      bytesRead: j.snapshot.stats.bytesRead,
+      repoBytes: await dirBytes(tmRepo),
+    });
   }
   dropCaches();
   {
-    const m = await timed(process.execPath, tm(['restore', 'latest', '--target', tmOut, '--relative-to', data.root, ...wargs]), env);
+    const m = await timed(
+      process.execPath,
+      tm(['restore', 'latest', '--target', tmOut, '--relative-to', data.root, ...wargs]),
+      env,
+    );
     const ok = same(expected, await hashTree(tmOut));
-    rows.push({ tool: 'tidemark', step: 'full restore', m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER' });
+    rows.push({
+      tool: 'tidemark',
+      step: 'full restore',
+      m,
+      mbps: mb(data.bytes) / m.wall,
+      filesPerSec: data.files / m.wall,
+      note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER',
+    });
   }
 
   // ---- restic ----
@@ -148,24 +190,52 @@ async function main() {
     const rOut = path.join(base, 'restic-restore');
     await fs.rm(rRepo, { recursive: true, force: true });
     await fs.rm(rOut, { recursive: true, force: true });
-    const renv = { ...process.env, RESTIC_PASSWORD: 'bench', RESTIC_CACHE_DIR: path.join(base, 'restic-cache') };
+    const renv = {
+      ...process.env,
+      RESTIC_PASSWORD: 'bench',
+      RESTIC_CACHE_DIR: path.join(base, 'restic-cache'),
+    };
     await fs.rm(renv.RESTIC_CACHE_DIR, { recursive: true, force: true });
     spawnSync('restic', ['-r', rRepo, 'init'], { env: renv });
     for (const step of ['full backup', 'no-change backup']) {
       dropCaches();
       const m = await timed('restic', ['-r', rRepo, 'backup', '--json', data.root], renv);
-      const summary = m.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((x) => x.message_type === 'summary');
-      rows.push({ tool: 'restic', step, m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, bytesRead: summary?.total_bytes_processed, repoBytes: await dirBytes(rRepo) });
+      const summary = m.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
+        .find((x) => x.message_type === 'summary');
+      rows.push({
+        tool: 'restic',
+        step,
+        m,
+        mbps: mb(data.bytes) / m.wall,
+        filesPerSec: data.files / m.wall,
+        bytesRead: summary?.total_bytes_processed,
+        repoBytes: await dirBytes(rRepo),
+      });
     }
     dropCaches();
     const m = await timed('restic', ['-r', rRepo, 'restore', 'latest', '--target', rOut], renv);
     const ok = same(expected, await hashTree(path.join(rOut, data.root)));
-    rows.push({ tool: 'restic', step: 'full restore', m, mbps: mb(data.bytes) / m.wall, filesPerSec: data.files / m.wall, note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER' });
+    rows.push({
+      tool: 'restic',
+      step: 'full restore',
+      m,
+      mbps: mb(data.bytes) / m.wall,
+      filesPerSec: data.files / m.wall,
+      note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER',
+    });
   }
 
   // ---- report ----
   const pad = (s: string, n: number) => s.padStart(n);
-  console.log('\n' + ['tool', 'step', 'wall s', 'MB/s', 'files/s', 'CPU %', 'peak RSS MiB', 'read MB', 'repo MB'].map((h, i) => (i < 2 ? h.padEnd(i ? 17 : 9) : pad(h, 12))).join(''));
+  console.log(
+    '\n' +
+      ['tool', 'step', 'wall s', 'MB/s', 'files/s', 'CPU %', 'peak RSS MiB', 'read MB', 'repo MB']
+        .map((h, i) => (i < 2 ? h.padEnd(i ? 17 : 9) : pad(h, 12)))
+        .join(''),
+  );
   for (const r of rows) {
     console.log(
       r.tool.padEnd(9) +
@@ -181,7 +251,9 @@ async function main() {
     );
   }
   const full = rows.find((r) => r.tool === 'tidemark' && r.step === 'full backup')!;
-  console.log(`\nevent-loop delay during the full backup (engine process): p50 ${full.m.stats?.eventLoopDelayMs.p50} ms, p99 ${full.m.stats?.eventLoopDelayMs.p99} ms, max ${full.m.stats?.eventLoopDelayMs.max} ms`);
+  console.log(
+    `\nevent-loop delay during the full backup (engine process): p50 ${full.m.stats?.eventLoopDelayMs.p50} ms, p99 ${full.m.stats?.eventLoopDelayMs.p99} ms, max ${full.m.stats?.eventLoopDelayMs.max} ms`,
+  );
   if (withRestic) {
     for (const step of ['full backup', 'no-change backup', 'full restore']) {
       const a = rows.find((r) => r.tool === 'tidemark' && r.step === step)!;

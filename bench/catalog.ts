@@ -13,6 +13,7 @@
  * Options: --files N (default 1,000,000), --snapshots N (default 100), --dir PATH (database folder,
  * kept; default a temp folder that is removed).
  */
+import { emptySnapshotStats } from '../src/main/engine/repo/types.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -175,18 +176,7 @@ function addSnapshot(s: number) {
     paths: ['/'],
     tags: [],
     tree: treeId({ kind: 'root', n: 0, v: s, s }),
-    stats: {
-      files: 0,
-      dirs: 0,
-      totalBytes: 0,
-      filesRead: 0,
-      bytesRead: 0,
-      filesUnchanged: 0,
-      newBlobs: 0,
-      newBytes: 0,
-      storedBytes: 0,
-      durationMs: 0,
-    },
+    stats: emptySnapshotStats(),
     skipped: [],
   });
 }

@@ -7,7 +7,10 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import crypto from 'node:crypto';
 
-const WORDS = 'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so what no more out up into do said about than can them only other new some could time these two may then first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three'.split(' ');
+const WORDS =
+  'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so what no more out up into do said about than can them only other new some could time these two may then first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three'.split(
+    ' ',
+  );
 
 class Rng {
   private s: number;
@@ -55,7 +58,11 @@ export interface DatasetInfo {
   bytes: number;
 }
 
-export async function makeDataset(root: string, scale = 1, smallFilesOverride?: number): Promise<DatasetInfo> {
+export async function makeDataset(
+  root: string,
+  scale = 1,
+  smallFilesOverride?: number,
+): Promise<DatasetInfo> {
   const marker = path.join(root, '.complete');
   const want = JSON.stringify({ scale, smallFilesOverride, v: 2 });
   try {
@@ -68,23 +75,40 @@ export async function makeDataset(root: string, scale = 1, smallFilesOverride?: 
   const smallCount = smallFilesOverride ?? Math.round(30_000 * scale);
   const perDir = 100;
   for (let i = 0; i < smallCount; i++) {
-    const dir = path.join(root, 'small', `d${Math.floor(i / (perDir * 20))}`, `e${Math.floor(i / perDir) % 20}`);
+    const dir = path.join(
+      root,
+      'small',
+      `d${Math.floor(i / (perDir * 20))}`,
+      `e${Math.floor(i / perDir) % 20}`,
+    );
     if (i % perDir === 0) await fs.mkdir(dir, { recursive: true });
     const size = smallFilesOverride ? 64 + rng.int(2048) : 1024 + rng.int(15 * 1024);
-    await fs.writeFile(path.join(dir, `file${i}.${i % 3 === 0 ? 'bin' : 'txt'}`), i % 3 === 0 ? randomBuf(size, i) : textBuf(size, rng));
+    await fs.writeFile(
+      path.join(dir, `file${i}.${i % 3 === 0 ? 'bin' : 'txt'}`),
+      i % 3 === 0 ? randomBuf(size, i) : textBuf(size, rng),
+    );
   }
   if (!smallFilesOverride) {
     // 2. compressible text: 20 × 10 MiB
     await fs.mkdir(path.join(root, 'text'), { recursive: true });
-    for (let i = 0; i < Math.round(20 * scale); i++) await fs.writeFile(path.join(root, 'text', `log${i}.txt`), textBuf(10 * 1024 * 1024, rng));
+    for (let i = 0; i < Math.round(20 * scale); i++)
+      await fs.writeFile(path.join(root, 'text', `log${i}.txt`), textBuf(10 * 1024 * 1024, rng));
     // 3. random (incompressible) data: 8 × 32 MiB
     await fs.mkdir(path.join(root, 'media'), { recursive: true });
-    for (let i = 0; i < Math.round(8 * scale); i++) await fs.writeFile(path.join(root, 'media', `video${i}.mp4`), randomBuf(32 * 1024 * 1024, 1000 + i));
+    for (let i = 0; i < Math.round(8 * scale); i++)
+      await fs.writeFile(path.join(root, 'media', `video${i}.mp4`), randomBuf(32 * 1024 * 1024, 1000 + i));
     // 4. duplicates: copies of some text and media files under other names
     await fs.mkdir(path.join(root, 'copies'), { recursive: true });
     for (let i = 0; i < Math.round(4 * scale); i++) {
-      await fs.copyFile(path.join(root, 'text', `log${i}.txt`), path.join(root, 'copies', `log-copy${i}.txt`));
-      if (i < 2) await fs.copyFile(path.join(root, 'media', `video${i}.mp4`), path.join(root, 'copies', `video-copy${i}.mp4`));
+      await fs.copyFile(
+        path.join(root, 'text', `log${i}.txt`),
+        path.join(root, 'copies', `log-copy${i}.txt`),
+      );
+      if (i < 2)
+        await fs.copyFile(
+          path.join(root, 'media', `video${i}.mp4`),
+          path.join(root, 'copies', `video-copy${i}.mp4`),
+        );
     }
     // 5. a page-structured database file: 4 KiB pages with a header, records, and free space
     const pages = Math.round(65_536 * scale); // 256 MiB

@@ -32,7 +32,13 @@ const root = path.join(BASE, 'tree');
 function dirsOf(files: number): string[] {
   const leaves = Math.ceil(files / PER_DIR);
   const fan = Math.ceil(Math.sqrt(leaves));
-  return Array.from({ length: leaves }, (_, i) => path.join(root, `t${String(Math.floor(i / fan)).padStart(3, '0')}`, `d${String(i % fan).padStart(3, '0')}`));
+  return Array.from({ length: leaves }, (_, i) =>
+    path.join(
+      root,
+      `t${String(Math.floor(i / fan)).padStart(3, '0')}`,
+      `d${String(i % fan).padStart(3, '0')}`,
+    ),
+  );
 }
 
 function buildTree(): string[] {
@@ -43,7 +49,8 @@ function buildTree(): string[] {
   let n = 0;
   for (const d of dirs) {
     fs.mkdirSync(d, { recursive: true });
-    for (let i = 0; i < PER_DIR && n < FILES; i++, n++) fs.writeFileSync(path.join(d, `f${i}.txt`), `file ${n} ${'x'.repeat(n % 200)}\n`);
+    for (let i = 0; i < PER_DIR && n < FILES; i++, n++)
+      fs.writeFileSync(path.join(d, `f${i}.txt`), `file ${n} ${'x'.repeat(n % 200)}\n`);
   }
   fs.writeFileSync(marker, String(FILES));
   return dirs;
@@ -81,7 +88,9 @@ async function main(): Promise<void> {
   fs.mkdirSync(BASE, { recursive: true });
   let t = performance.now();
   const dirs = buildTree();
-  console.log(`tree: ${fmtN(FILES)} files in ${fmtN(dirs.length)} folders under ${root} (${fmtMs(performance.now() - t)} to prepare)`);
+  console.log(
+    `tree: ${fmtN(FILES)} files in ${fmtN(dirs.length)} folders under ${root} (${fmtMs(performance.now() - t)} to prepare)`,
+  );
 
   const { tracker, attempts } = await startChangeTracker([root]);
   for (const a of attempts) console.log(`tracker ${a.backend} unavailable: ${a.error}`);
@@ -102,7 +111,9 @@ async function main(): Promise<void> {
     const base = await backup(repo, { ...opts, fullScanReason: 'first backup' });
     const baseMs = performance.now() - t;
     await journal.commit(c0 as never);
-    console.log(`initial backup: ${fmtMs(baseMs)}, ${fmtN(base.snapshot.stats.files)} files, ${fmtN(base.snapshot.stats.bytesRead)} bytes read`);
+    console.log(
+      `initial backup: ${fmtMs(baseMs)}, ${fmtN(base.snapshot.stats.files)} files, ${fmtN(base.snapshot.stats.bytesRead)} bytes read`,
+    );
 
     let parentId = base.snapshotId;
     let since: JournalCursor = c0;
@@ -154,8 +165,12 @@ async function main(): Promise<void> {
     const f2 = await viaScan('1% scattered, full scan');
     rows.push(j2, f2);
 
-    console.log(`\nclustered: changed ${fmtN(changed)} files (${((100 * changed) / FILES).toFixed(2)}%) in ${changedDirs.length} folders holding ${fmtN(entriesInChanged)} entries`);
-    console.log(`scattered: changed ${fmtN(scattered.size)} files in ${fmtN(scatteredDirs.size)} folders holding ${fmtN(entriesInScattered)} entries\n`);
+    console.log(
+      `\nclustered: changed ${fmtN(changed)} files (${((100 * changed) / FILES).toFixed(2)}%) in ${changedDirs.length} folders holding ${fmtN(entriesInChanged)} entries`,
+    );
+    console.log(
+      `scattered: changed ${fmtN(scattered.size)} files in ${fmtN(scatteredDirs.size)} folders holding ${fmtN(entriesInScattered)} entries\n`,
+    );
     table(rows);
     const [nj, nf] = [rows[0], rows[1]];
     const entries = nf.r.snapshot.stats.files + nf.r.snapshot.stats.dirs;

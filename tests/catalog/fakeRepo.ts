@@ -2,6 +2,7 @@
  * A fake repository for catalog tests: file trees declared as data become content-addressed trees
  * (a Merkle tree: an unchanged folder keeps its ID), and snapshots point at their roots.
  */
+import { emptySnapshotStats } from '../../src/main/engine/repo/types.js';
 import crypto from 'node:crypto';
 import type { SnapshotEntry, Tree, TreeNode } from '../../src/main/engine/repo/types.js';
 
@@ -43,18 +44,7 @@ export class FakeRepo {
       paths: ['/'],
       tags: [],
       tree,
-      stats: {
-        files: 0,
-        dirs: 0,
-        totalBytes: 0,
-        filesRead: 0,
-        bytesRead: 0,
-        filesUnchanged: 0,
-        newBlobs: 0,
-        newBytes: 0,
-        storedBytes: 0,
-        durationMs: 0,
-      },
+      stats: emptySnapshotStats(),
       skipped: [],
       ...extra,
     };

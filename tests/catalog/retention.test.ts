@@ -1,3 +1,4 @@
+import { emptySnapshotStats } from '../../src/main/engine/repo/types.js';
 import { describe, expect, it } from 'vitest';
 import {
   applyRetentionPolicy,
@@ -16,18 +17,7 @@ function snap(time: string, extra: Partial<SnapshotEntry> = {}): SnapshotEntry {
     paths: ['/home/a'],
     tags: [],
     tree: 't',
-    stats: {
-      files: 0,
-      dirs: 0,
-      totalBytes: 0,
-      filesRead: 0,
-      bytesRead: 0,
-      filesUnchanged: 0,
-      newBlobs: 0,
-      newBytes: 0,
-      storedBytes: 0,
-      durationMs: 0,
-    },
+    stats: emptySnapshotStats(),
     skipped: [],
     ...extra,
   };

@@ -16,6 +16,7 @@ import { saveJson } from '../../src/main/engine/repo/objects.js';
 import { BlobType } from '../../src/main/engine/repo/blobIndex.js';
 import { DestinationUnwritableError, CorruptObjectError } from '../../src/main/engine/errors.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
+import { emptySnapshotStats } from '../../src/main/engine/repo/types.js';
 import {
   tempDir,
   writeTree,
@@ -280,7 +281,7 @@ describe('a crafted repository', () => {
         paths: ['/x'],
         tags: [],
         tree: root,
-        stats: {} as any,
+        stats: emptySnapshotStats(),
         skipped: [],
       });
       const target = path.join(outside, 'target');
@@ -300,7 +301,7 @@ describe('a crafted repository', () => {
       paths: ['/docs'],
       tags: [],
       tree: root,
-      stats: {} as any,
+      stats: emptySnapshotStats(),
       skipped: [],
     });
     const target = path.join(work, 'target2');

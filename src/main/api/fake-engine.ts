@@ -25,7 +25,8 @@ import {
   WrongPasswordError,
 } from '../engine/errors.js';
 import type { Engine, PauseGate, RepoHandle } from './services.js';
-import { minimatch } from 'minimatch';
+import { Excluder } from '../engine/scan/index.js';
+import { newBackupProgress } from '../engine/operations.js';
 
 interface FakeRepo {
   password: string;
@@ -99,23 +100,11 @@ export class FakeEngine implements Engine {
   async backup(handle: RepoHandle, opts: BackupOptions): Promise<BackupResult> {
     const repo = (handle as FakeHandle).repo;
     const start = Date.now();
-    const p: BackupProgress = {
-      phase: 'scanning',
-      filesScanned: 0,
-      bytesScanned: 0,
-      filesRead: 0,
-      bytesRead: 0,
-      filesDone: 0,
-      bytesDone: 0,
-      bytesNew: 0,
-      bytesStored: 0,
-      errors: 0,
-      scanComplete: false,
-      elapsedMs: 0,
-    };
+    const p: BackupProgress = newBackupProgress('scanning');
     const report = () => opts.progress?.({ ...p, elapsedMs: Date.now() - start });
     const skipped: { path: string; reason: string; code?: string }[] = [];
-    const excluded = (abs: string) => (opts.excludes ?? []).some((pat) => minimatch(abs, pat, { dot: true }));
+    const excluder = new Excluder(opts.excludes); // the engine's own exclusion rules
+    const excluded = (abs: string) => excluder.excludes(abs, path.basename(abs));
     // scan
     const files: string[] = [];
     const walk = async (abs: string): Promise<void> => {

@@ -52,6 +52,24 @@ export interface ChangeHint {
   changedRanges?: ReadonlyMap<string, { offset: number; length: number }[]>;
 }
 
+/** Progress counters at the start of a backup (the engine, the API's fake engine and tests share it). */
+export function newBackupProgress(phase: BackupPhase = 'starting'): BackupProgress {
+  return {
+    phase,
+    filesScanned: 0,
+    bytesScanned: 0,
+    filesRead: 0,
+    bytesRead: 0,
+    filesDone: 0,
+    bytesDone: 0,
+    bytesNew: 0,
+    bytesStored: 0,
+    errors: 0,
+    scanComplete: false,
+    elapsedMs: 0,
+  };
+}
+
 export interface BackupOptions {
   /** Change-journal hint (level 2); absent: full scan. Ignored with forceFull or when there is no parent. */
   changeHint?: ChangeHint;

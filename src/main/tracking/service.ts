@@ -150,7 +150,6 @@ export async function journalBackup(
     });
   }
   const sources = normalizeSources(opts.paths);
-  await repo.loadIndex(true);
   const parent = await findParent(repo, opts.host ?? os.hostname(), sources, opts.parent);
   const plan = await journal.planBackup(parent?.journalCursor ?? null, sources);
   opts.log?.(

@@ -19,7 +19,12 @@ interface SavedDir {
   id: ID;
   summary: DirSummary;
 }
-import type { BackupOptions, BackupProgress, BackupResult } from '../operations.js';
+import {
+  newBackupProgress,
+  type BackupOptions,
+  type BackupProgress,
+  type BackupResult,
+} from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
 import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '../workers/index.js';
 import type {
@@ -145,20 +150,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   const excluder = new Excluder(opts.excludes);
   const skipped: SkippedEntry[] = [];
   const counters: ScanCounters = { stat: 0, readdir: 0 };
-  const progress: BackupProgress = {
-    phase: 'starting',
-    filesScanned: 0,
-    bytesScanned: 0,
-    filesRead: 0,
-    bytesRead: 0,
-    filesDone: 0,
-    bytesDone: 0,
-    bytesNew: 0,
-    bytesStored: 0,
-    errors: 0,
-    scanComplete: false,
-    elapsedMs: 0,
-  };
+  const progress: BackupProgress = newBackupProgress();
   const stats = { files: 0, dirs: 0, totalBytes: 0, filesUnchanged: 0 };
   const statsAtStart = { ...repo.stats };
   const emit = () => {
@@ -625,7 +617,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       counters.stat += r.names.length;
       const names = r.names.map((n) => Buffer.from(n.buffer, n.byteOffset, n.byteLength));
       const stats = r.stats.map((st, i) => {
-        if (excluder.excludes(show(join(abs, names[i])), show(names[i]))) return undefined;
+        if (!excluder.empty && excluder.excludes(show(join(abs, names[i])), show(names[i]))) return undefined;
         return 'error' in st ? Object.assign(new Error(st.error.message), { code: st.error.code }) : st;
       });
       return { names, stats };

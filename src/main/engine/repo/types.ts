@@ -74,6 +74,22 @@ export interface SnapshotStats {
   durationMs: number;
 }
 
+/** Statistics of a snapshot that recorded nothing (fixtures, crafted snapshots). */
+export function emptySnapshotStats(): SnapshotStats {
+  return {
+    files: 0,
+    dirs: 0,
+    totalBytes: 0,
+    filesRead: 0,
+    bytesRead: 0,
+    filesUnchanged: 0,
+    newBlobs: 0,
+    newBytes: 0,
+    storedBytes: 0,
+    durationMs: 0,
+  };
+}
+
 export interface Snapshot {
   version: 1;
   time: string; // ISO-8601

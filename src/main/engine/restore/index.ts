@@ -248,7 +248,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     );
     const handles = new HandleCache();
     const finished = async (f: PlannedFile) => {
-      if (!f.created && !f.failed) await (await handles.get(f)).close().then(() => handles.forget(f));
+      if (!f.created && !f.failed) await handles.get(f); // nothing had to be written: create it, sized (sparse)
       await handles.close(f);
       if (f.failed) {
         await fs.rm(f.abs, { force: true });
@@ -526,9 +526,6 @@ class HandleCache {
     } else h = fs.open(f.abs, C.O_WRONLY | C.O_NOFOLLOW);
     this.open.set(f, h);
     return h;
-  }
-  forget(f: PlannedFile): void {
-    this.open.delete(f);
   }
   async close(f: PlannedFile): Promise<void> {
     const h = this.open.get(f);

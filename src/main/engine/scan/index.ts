@@ -111,6 +111,11 @@ export class Excluder {
     }
   }
 
+  /** True when there are no patterns at all (callers skip building path strings). */
+  get empty(): boolean {
+    return this.byName.length === 0 && this.byPath.length === 0;
+  }
+
   excludes(absPath: string, name: string): boolean {
     for (const p of this.byName) if (minimatch(name, p, { dot: true })) return true;
     for (const p of this.byPath) if (minimatch(absPath, p, { dot: true })) return true;
