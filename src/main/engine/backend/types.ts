@@ -2,9 +2,17 @@
  * The storage contract every backend implements (local folder, memory, S3, and wrappers around them).
  * Objects are immutable and addressed by (type, name). A backend never interprets their bytes.
  */
-export type ObjectType = 'config' | 'keys' | 'data' | 'index' | 'snapshots' | 'locks';
+export type ObjectType = 'config' | 'keys' | 'data' | 'index' | 'snapshots' | 'locks' | 'maintenance';
 
-export const OBJECT_TYPES: readonly ObjectType[] = ['config', 'keys', 'data', 'index', 'snapshots', 'locks'];
+export const OBJECT_TYPES: readonly ObjectType[] = [
+  'config',
+  'keys',
+  'data',
+  'index',
+  'snapshots',
+  'locks',
+  'maintenance',
+];
 
 export interface ObjectInfo {
   name: string;
@@ -36,4 +44,11 @@ export interface Backend {
   /** Creates whatever the location needs (folders, bucket prefix check). Idempotent. */
   init(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * The store's own clock: its current time in ms since the epoch, as best known (an object store:
+   * our clock corrected by the Date header of its latest answer). Lock leases and prune's grace period
+   * are judged on this clock, so PCs whose clocks are wrong still agree. Wrappers forward it; a
+   * backend without one (local folder, memory) is judged by the local clock (offset 0).
+   */
+  storeNow?(): Promise<number>;
 }

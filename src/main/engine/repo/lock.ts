@@ -4,6 +4,12 @@
  * the old) every third of the lease, so a crashed process blocks nobody for longer than one lease.
  * Protocol (works on object stores without atomic rename): write own lock, then list; a conflicting
  * live lock makes the newcomer withdraw. Expired locks are removed by whoever finds them.
+ *
+ * Time: `created`/`expires` are written in the store's time and others' leases are judged in it
+ * (Backend.storeNow — an object store's Date header), not in each PC's own, so a PC whose clock runs
+ * hours ahead does not take over live locks and one whose clock runs behind does not keep a dead lock
+ * alive. The holder times its own lease with its local clock from the moment it wrote the lock (only
+ * elapsed time matters there). The measured offset (store − local) is kept for a skew warning.
  */
 import os from 'node:os';
 import type { Backend } from '../backend/types.js';
@@ -22,6 +28,34 @@ export interface LockInfo {
 
 export const DEFAULT_LEASE_MS = Number(process.env.TIDEMARK_LOCK_LEASE_MS) || 5 * 60_000;
 
+/** A difference between the store's clock and ours beyond this is worth a warning in the run log. */
+export const CLOCK_SKEW_WARN_MS = 5 * 60_000;
+
+/** The store's time now and its offset from the local clock `now` (store − local, ms). */
+export async function storeClock(
+  backend: Backend,
+  now: () => number = Date.now,
+): Promise<{ now: number; offsetMs: number }> {
+  if (!backend.storeNow) {
+    const t = now();
+    return { now: t, offsetMs: 0 };
+  }
+  const store = await backend.storeNow();
+  // The backend's estimate is based on the system clock; an injected local clock (tests) may differ.
+  return { now: store, offsetMs: store - now() };
+}
+
+/** A warning for the run log when the store's clock and ours disagree by more than CLOCK_SKEW_WARN_MS. */
+export function clockSkewWarning(offsetMs: number, location: string): string | undefined {
+  if (Math.abs(offsetMs) <= CLOCK_SKEW_WARN_MS) return undefined;
+  const mins = Math.round(Math.abs(offsetMs) / 60_000);
+  const dir = offsetMs > 0 ? 'behind' : 'ahead of';
+  return (
+    `this computer's clock is ${mins} minute(s) ${dir} the clock of ${location}; lock leases and prune ` +
+    `are judged by the store's clock, but set this computer's time right (automatic time sync)`
+  );
+}
+
 function processAlive(pid: number): boolean {
   if (pid === process.pid) return true;
   try {
@@ -36,7 +70,7 @@ export class RepoLock {
   private timer?: NodeJS.Timeout;
   private released = false;
   private refreshing?: Promise<void>;
-  /** When the lease we hold runs out unless a refresh succeeds. */
+  /** When (local clock) the lease we hold runs out unless a refresh succeeds. */
   private expiresAt: number;
   /** Why the last refresh failed, if it did. */
   lastRefreshError?: string;
@@ -47,8 +81,13 @@ export class RepoLock {
     public id: string,
     readonly info: LockInfo,
     private readonly leaseMs: number,
+    /** Local clock; `writtenAt` is when (on it) the lock was written. */
+    private readonly now: () => number = Date.now,
+    writtenAt = now(),
+    /** The store's clock minus ours when the lock was taken (refreshed with each renewal). */
+    public clockOffsetMs = 0,
   ) {
-    this.expiresAt = Date.parse(info.expires);
+    this.expiresAt = writtenAt + leaseMs;
     this.timer = setInterval(
       () =>
         void this.refresh().catch((err: Error) => {
@@ -62,7 +101,7 @@ export class RepoLock {
   /** True when the lease ran out without being renewed: others may now treat the lock as stale, so
    *  the holder must not commit anything (a backup fails instead of saving its snapshot). */
   get lapsed(): boolean {
-    return Date.now() > this.expiresAt;
+    return this.now() > this.expiresAt;
   }
 
   /** Throws when the lease lapsed (see `lapsed`). */
@@ -76,12 +115,14 @@ export class RepoLock {
   private async refresh(): Promise<void> {
     if (this.released || this.refreshing) return;
     this.refreshing = (async () => {
-      const expires = Date.now() + this.leaseMs;
-      const info = { ...this.info, expires: new Date(expires).toISOString() };
+      const started = this.now();
+      const store = await storeClock(this.backend, this.now);
+      const info = { ...this.info, expires: new Date(store.now + this.leaseMs).toISOString() };
       const { id } = await saveJson(this.backend, this.key, 'locks', info);
       const old = this.id;
       this.id = id;
-      this.expiresAt = expires;
+      this.expiresAt = started + this.leaseMs;
+      this.clockOffsetMs = store.offsetMs;
       this.lastRefreshError = undefined;
       await this.backend.remove('locks', old);
       if (this.released) await this.backend.remove('locks', id);
@@ -109,6 +150,16 @@ export async function listLocks(backend: Backend, key: MasterKey): Promise<{ id:
   return out;
 }
 
+export interface LockOptions {
+  exclusive: boolean;
+  purpose: string;
+  leaseMs?: number;
+  /** The local clock (injectable for tests of PCs with wrong clocks). */
+  now?: () => number;
+  /** The host name written into the lock (default: this computer's). */
+  host?: string;
+}
+
 /**
  * Takes a lock; with `waitMs`, a conflicting lock is waited for (polling with backoff) instead of
  * failing at once — a nightly backup that meets a running prune starts when the prune is done.
@@ -116,7 +167,7 @@ export async function listLocks(backend: Backend, key: MasterKey): Promise<{ id:
 export async function acquireLock(
   backend: Backend,
   key: MasterKey,
-  opts: { exclusive: boolean; purpose: string; leaseMs?: number; now?: () => number; waitMs?: number },
+  opts: LockOptions & { waitMs?: number },
 ): Promise<RepoLock> {
   const deadline = Date.now() + (opts.waitMs ?? 0);
   let delay = 500;
@@ -131,27 +182,28 @@ export async function acquireLock(
   }
 }
 
-async function tryAcquireLock(
-  backend: Backend,
-  key: MasterKey,
-  opts: { exclusive: boolean; purpose: string; leaseMs?: number; now?: () => number },
-): Promise<RepoLock> {
+async function tryAcquireLock(backend: Backend, key: MasterKey, opts: LockOptions): Promise<RepoLock> {
   const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_MS;
   const now = opts.now ?? Date.now;
+  const host = opts.host ?? os.hostname();
+  const writtenAt = now();
+  const store = await storeClock(backend, now);
   const info: LockInfo = {
-    host: os.hostname(),
+    host,
     pid: process.pid,
     exclusive: opts.exclusive,
-    created: new Date(now()).toISOString(),
-    expires: new Date(now() + leaseMs).toISOString(),
+    created: new Date(store.now).toISOString(),
+    expires: new Date(store.now + leaseMs).toISOString(),
     purpose: opts.purpose,
   };
   const { id } = await saveJson(backend, key, 'locks', info);
   const others = (await listLocks(backend, key)).filter((l) => l.id !== id);
+  // others' leases are judged by the store's clock (as of after the listing), never by ours
+  const judgeAt = others.length ? (await storeClock(backend, now)).now : store.now;
   for (const l of others) {
     // a lock of a process on this computer that no longer runs is stale at once (crash, kill -9)
     const expired =
-      Date.parse(l.info.expires) < now() || (l.info.host === os.hostname() && !processAlive(l.info.pid));
+      !(Date.parse(l.info.expires) >= judgeAt) || (l.info.host === host && !processAlive(l.info.pid));
     if (expired) {
       await backend.remove('locks', l.id);
       continue;
@@ -164,5 +216,5 @@ async function tryAcquireLock(
       );
     }
   }
-  return new RepoLock(backend, key, id, info, leaseMs);
+  return new RepoLock(backend, key, id, info, leaseMs, now, writtenAt, store.offsetMs);
 }

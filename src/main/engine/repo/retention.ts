@@ -13,7 +13,7 @@ import { applyRetentionPolicy, groupSnapshots, type GroupBy } from '../schedule/
 import { CorruptObjectError, AbortedError, TidemarkError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
 import { decodeIndex, type IndexPack } from './indexFile.js';
-import { DEFAULT_LEASE_MS } from './lock.js';
+import { DEFAULT_LEASE_MS, storeClock } from './lock.js';
 import { decodeObject } from './objects.js';
 
 export interface ForgetOptions {
@@ -100,9 +100,11 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
     const envGrace = process.env.TIDEMARK_PRUNE_GRACE_MS;
     const grace =
       opts.graceMs ?? (envGrace !== undefined && envGrace !== '' ? Number(envGrace) : 2 * DEFAULT_LEASE_MS);
+    // modification times are the store's, so "young" is judged by the store's clock too
+    const storeNow = (await storeClock(repo.backend)).now;
     for await (const o of repo.backend.list('data')) {
       stored.set(o.name, o.size);
-      if (o.modified === undefined || Date.now() - o.modified < grace) young.add(o.name);
+      if (o.modified === undefined || storeNow - o.modified < grace) young.add(o.name);
     }
 
     // per pack: used and unused bytes

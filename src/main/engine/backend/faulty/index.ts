@@ -99,6 +99,9 @@ export class FaultyBackend implements Backend {
   init(): Promise<void> {
     return this.inner.init();
   }
+  storeNow(): Promise<number> {
+    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
+  }
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -10,8 +10,16 @@ export class MemoryBackend implements Backend {
   private readonly objects = new Map<string, Buffer>();
   private readonly written = new Map<string, number>();
 
-  constructor(location = 'memory:') {
+  /** `clock` simulates the store's own clock (tests of PCs with wrong clocks); default the local one. */
+  constructor(
+    location = 'memory:',
+    private readonly clock: () => number = Date.now,
+  ) {
     this.location = location;
+  }
+
+  async storeNow(): Promise<number> {
+    return this.clock();
   }
 
   private key(type: ObjectType, name: string): string {
@@ -22,7 +30,7 @@ export class MemoryBackend implements Backend {
     const k = this.key(type, name);
     if (options?.ifNotExists && this.objects.has(k)) throw new ObjectExistsError(`${type}/${name}`);
     this.objects.set(k, Buffer.from(data));
-    this.written.set(k, Date.now());
+    this.written.set(k, this.clock());
   }
 
   async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {

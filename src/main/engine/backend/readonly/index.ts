@@ -39,6 +39,9 @@ export class ReadOnlyBackend implements Backend {
   exists(): Promise<boolean> {
     return this.inner.exists();
   }
+  storeNow(): Promise<number> {
+    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
+  }
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -154,6 +154,9 @@ export class RequestLogBackend implements Backend {
       () => this.inner.init(),
     );
   }
+  storeNow(): Promise<number> {
+    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
+  }
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -258,6 +258,9 @@ export class RetryBackend implements Backend {
     return this.attempt('init', undefined, undefined, () => this.inner.init());
   }
 
+  storeNow(): Promise<number> {
+    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
+  }
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -764,6 +764,12 @@ export class S3Backend implements Backend {
     return this.lastServerDateOffsetMs ?? 0;
   }
 
+  /** The store's clock now (see Backend.storeNow): ours plus the offset from its latest Date header. */
+  async storeNow(): Promise<number> {
+    const offset = await this.serverClockOffsetMs();
+    return Date.now() + offset;
+  }
+
   /**
    * Aborts multipart uploads under the prefix that were started more than `olderThanMs` ago (by the
    * store's clock) and never completed — left by a process that crashed or lost its connection while
