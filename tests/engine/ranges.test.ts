@@ -33,7 +33,8 @@ type Edit = (
 const scenarios: Record<string, Edit> = {
   'scattered 4 KiB page writes': async (fh, size, rand) => {
     const out = [];
-    for (let i = 0; i < 12; i++) {
+    // few enough that they touch under half of the ~24 chunks (more: the engine reads the file whole)
+    for (let i = 0; i < 6; i++) {
       const offset = rand(size / 4096) * 4096;
       await fh.write(randomBytes(4096, 500 + i), 0, 4096, offset);
       out.push({ offset, length: 4096 });

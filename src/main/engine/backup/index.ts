@@ -38,6 +38,7 @@ import type {
 } from '../workers/protocol.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { nameBytes } from '../repo/tree.js';
+import { blockPolicy } from './blockFiles.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
 export interface ScanCounters {
@@ -330,6 +331,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         }
       });
     const changedRanges = hint ? opts.changeHint?.changedRanges : undefined;
+    const blockSizeOf = blockPolicy(opts.blockFiles);
     /** Level 1 (block tracking): the previous chunk list and the changed ranges, when they can be trusted. */
     const incrementalOf = (
       abs: Buffer,
@@ -342,9 +344,26 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         !prev?.content ||
         prev.type !== 'file' ||
         prev.inode !== node.inode ||
-        prev.dev !== node.dev
+        prev.dev !== node.dev ||
+        prev.blockSize !== node.blockSize
       )
         return undefined;
+      if (node.blockSize) {
+        // Fixed-size blocks: every previous block must still be in the index to be reused.
+        const B = node.blockSize;
+        if (prev.content.length !== Math.ceil((prev.size ?? 0) / B)) return undefined;
+        for (const id of prev.content) if (!repo.index.has(id)) return undefined;
+        const blocks = new Set<number>();
+        for (const r of ranges)
+          for (let b = Math.floor(r.offset / B); b <= Math.floor((r.offset + r.length - 1) / B); b++) {
+            blocks.add(b);
+            if (blocks.size > prev.content.length / 2) {
+              log(`${show(abs)}: changes touch more than half of its blocks; reading the whole file`);
+              return undefined;
+            }
+          }
+        return { prevIds: prev.content, prevSizes: [], prevSize: prev.size ?? 0, changed: ranges };
+      }
       const prevSizes: number[] = [];
       for (const id of prev.content) {
         const loc = repo.index.get(id);
@@ -373,6 +392,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       size: number,
       mtimeMs: number,
       incremental?: BackupFileTask['incremental'],
+      blockSize?: number,
     ): Promise<BackupFileResult> => {
       await taskSlots.take();
       await opts.pauseGate?.wait(); // paused: start nothing new
@@ -380,7 +400,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         throwIfAborted(signal);
         progress.currentFile = show(abs);
         return await pool!.run<BackupFileResult>(
-          { op: 'backupFile', path: abs, size, mtimeMs, incremental },
+          { op: 'backupFile', path: abs, size, mtimeMs, incremental, blockSize },
           onEvent,
         );
       } finally {
@@ -403,7 +423,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           const res = await readSmall(abs, node.size ?? 0, mtimeMs);
           if (res.error) throw Object.assign(new Error(res.error.message), { code: res.error.code });
           r = res;
-        } else r = await readLarge(abs, node.size ?? 0, mtimeMs, incrementalOf(abs, node, prev));
+        } else {
+          const blockSize = blockSizeOf?.(node.name, node.size ?? 0);
+          if (blockSize) node.blockSize = blockSize;
+          r = await readLarge(abs, node.size ?? 0, mtimeMs, incrementalOf(abs, node, prev), blockSize);
+        }
         await storeBlobs(r.blobs, true);
         progress.filesRead++;
         if (r.changedWhileReading) {

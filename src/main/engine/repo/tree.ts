@@ -28,6 +28,7 @@ const KEY_ORDER: (keyof TreeNode)[] = [
   'linkTargetRaw',
   'subtree',
   'summary',
+  'blockSize',
   'content',
 ];
 
@@ -69,6 +70,8 @@ export function decodeTree(buf: Buffer, what: string): Tree {
     const raw = nameBytes(n);
     if (!isSafeName(raw))
       throw new CorruptObjectError(`${what} has an unsafe entry name ${JSON.stringify(n.name)}`);
+    if (n.blockSize !== undefined && !(Number.isInteger(n.blockSize) && n.blockSize > 0))
+      throw new CorruptObjectError(`${what} gives ${JSON.stringify(n.name)} an invalid block size`);
     const k = raw.toString('latin1');
     if (seen.has(k)) throw new CorruptObjectError(`${what} names ${JSON.stringify(n.name)} twice`);
     seen.add(k);

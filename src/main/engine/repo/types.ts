@@ -29,6 +29,10 @@ export interface TreeNode {
   nlink?: number;
   /** file: the blob IDs of its chunks, in order. */
   content?: ID[];
+  /** file: set when the content was cut into fixed-size blocks of this many bytes (the last one may be
+   *  shorter) instead of content-defined chunks — large files that change in place (VM disks, databases),
+   *  so that block-level tracking re-reads only the blocks that changed (DESIGN.md §3, level 1). */
+  blockSize?: number;
   /** dir: the ID of its tree blob. */
   subtree?: ID;
   /** dir: totals of everything below it (derived from the subtree, so it never breaks the Merkle property). */

@@ -24,7 +24,16 @@ export interface BackupFileTask {
   mtimeMs: number;
   /** Block-level tracking (DESIGN.md §3 level 1): the previous snapshot's chunk list of this file and
    *  the byte ranges that may have changed since. Only chunks touching a changed range are re-read. */
-  incremental?: { prevIds: string[]; prevSizes: number[]; changed: { offset: number; length: number }[] };
+  incremental?: {
+    prevIds: string[];
+    /** Content-defined chunks: the previous chunk sizes (empty for fixed-size blocks). */
+    prevSizes: number[];
+    /** Fixed-size blocks: the previous file size. */
+    prevSize?: number;
+    changed: { offset: number; length: number }[];
+  };
+  /** Cut into fixed-size blocks of this many bytes instead of content-defined chunks. */
+  blockSize?: number;
 }
 
 /** Many small files (each below the minimum chunk size) in one task: read with synchronous I/O,
