@@ -11,6 +11,7 @@ export const EXIT = {
   LOCKED: 11,
   NO_REPO: 12,
   DESTINATION: 13, // destination full or unwritable
+  TEST_FAILED: 14, // test-connection: the destination cannot hold backups (a check failed)
   CANCELLED: 130,
 } as const;
 

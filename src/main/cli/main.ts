@@ -5,6 +5,7 @@
 import { runCli, type CommandRegistrar } from './program.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerDaemonCommand } from './commands/daemon.js';
+import { registerTestCommand } from './commands/testConnection.js';
 import { EXIT } from './exitCodes.js';
 
 const controller = new AbortController();
@@ -17,7 +18,7 @@ process.on('SIGINT', () => {
 });
 process.on('SIGTERM', () => controller.abort());
 
-const registrars: CommandRegistrar[] = [registerJobCommands, registerDaemonCommand];
+const registrars: CommandRegistrar[] = [registerJobCommands, registerDaemonCommand, registerTestCommand];
 
 // Benchmarks ask for the event-loop delay of the process hosting the engine (DESIGN.md §1 rule 5).
 const statsFile = process.env.TIDEMARK_BENCH_STATS;
