@@ -12,6 +12,7 @@ import os from 'node:os';
 import crypto from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { makeDataset } from './dataset.js';
+import { withMallocEnv } from '../bin/malloc-env.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name: string, def?: string) => {
@@ -146,7 +147,9 @@ async function main() {
   const tmOut = path.join(base, 'tm-restore');
   await fs.rm(tmRepo, { recursive: true, force: true });
   await fs.rm(tmOut, { recursive: true, force: true });
-  const env = { ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' };
+  // the malloc settings every launcher gives the engine (bin/malloc-env.mjs), set here directly so the
+  // measured process is the engine itself, not a launcher waiting for it
+  const env = withMallocEnv({ ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' });
   // the bundled CLI, as installed apps run it (no TypeScript loader in the measurement)
   spawnSync(process.execPath, [path.join(root, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
   const tm = (a: string[]) => [path.join(root, 'out/cli/tidemark.js'), '-r', tmRepo, '--json', ...a];

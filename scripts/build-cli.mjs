@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // Bundles the headless CLI and its pipeline worker with esbuild into out/cli/ (what benchmarks and
 // packaged installs run; development runs the TypeScript sources through tsx, see bin/tidemark.mjs).
+// out/cli/tidemark.js is a small launcher: on Linux it re-executes itself once with glibc's malloc
+// settings (bin/malloc-env.mjs) before loading the CLI proper, out/cli/cli.js.
 import { build } from 'esbuild';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-await build({
+const common = {
   absWorkingDir: root,
-  entryPoints: { tidemark: 'src/main/cli/main.ts', pipelineWorker: 'src/main/engine/workers/pipelineWorker.ts' },
   outdir: 'out/cli',
   bundle: true,
   platform: 'node',
@@ -18,5 +19,28 @@ await build({
   // native and large SDK packages stay in node_modules
   packages: 'external',
   logLevel: 'warning',
+};
+await build({
+  ...common,
+  entryPoints: { cli: 'src/main/cli/main.ts', pipelineWorker: 'src/main/engine/workers/pipelineWorker.ts' },
 });
-console.log('built out/cli/tidemark.js and out/cli/pipelineWorker.js');
+await build({
+  ...common,
+  sourcemap: false,
+  stdin: {
+    contents: [
+      `import { reexecWithMallocEnv } from './bin/malloc-env.mjs';`,
+      `if (!reexecWithMallocEnv()) {`,
+      `  process.env.UV_THREADPOOL_SIZE ??= '16';`,
+      `  await import('./cli.js');`,
+      `}`,
+    ].join('\n'),
+    resolveDir: root,
+    sourcefile: 'tidemark-launcher.mjs',
+  },
+  outfile: 'out/cli/tidemark.js',
+  outdir: undefined,
+  external: ['./cli.js'],
+  banner: { js: '#!/usr/bin/env node' },
+});
+console.log('built out/cli/tidemark.js (launcher), out/cli/cli.js and out/cli/pipelineWorker.js');

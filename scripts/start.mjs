@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { withMallocEnv } from '../bin/malloc-env.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -33,6 +34,8 @@ function serve() {
   const child = spawn(process.execPath, [path.join(root, 'bin/run-ts.mjs'), path.join(root, 'src/main/api/serve.ts'), ...rest], {
     cwd: root,
     stdio: 'inherit',
+    // the server hosts the engine: glibc malloc settings that keep its peak memory down (bin/malloc-env.mjs)
+    env: withMallocEnv(),
   });
   for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
   child.on('exit', (code) => process.exit(code ?? 0));
@@ -48,7 +51,8 @@ if (serveOnly) {
   const electron = electronBinary();
   const display = process.platform !== 'linux' || process.env.DISPLAY || process.env.WAYLAND_DISPLAY;
   if (electron && display) {
-    const child = spawn(electron, [root, ...rest], { cwd: root, stdio: 'inherit' });
+    // (Electron allocates ArrayBuffers with its own allocator; the malloc settings help its Node side)
+    const child = spawn(electron, [root, ...rest], { cwd: root, stdio: 'inherit', env: withMallocEnv() });
     child.on('exit', (code) => process.exit(code ?? 0));
   } else {
     console.log(

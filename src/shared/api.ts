@@ -194,10 +194,43 @@ export interface RunWarning {
   code?: string;
 }
 
+/** One request a run made to its repository (save, load, list, …), as the run history keeps it. */
+export interface RunRequestRecord {
+  op: 'save' | 'load' | 'stat' | 'remove' | 'list' | 'exists' | 'init';
+  type?: string;
+  name?: string;
+  /** Bytes sent (save) or received (load); objects seen (list). */
+  bytes: number;
+  /** Start (ms since the epoch) and duration (ms). */
+  at: number;
+  ms: number;
+  ok: boolean;
+  error?: WireError;
+  /** A failed request that was attempted again afterwards. */
+  retried?: boolean;
+}
+
+/** What a run asked of its repository: totals, the failed requests, the slowest, and the last ones. */
+export interface RunRequests {
+  requests: number;
+  failed: number;
+  retried: number;
+  bytesUp: number;
+  bytesDown: number;
+  byOp: Record<RunRequestRecord['op'], number>;
+  totalMs: number;
+  slowest: RunRequestRecord[];
+  failures: RunRequestRecord[];
+  failuresDropped: number;
+  recent: RunRequestRecord[];
+}
+
 export interface RunDetail extends RunSummary {
   samples: RunSample[];
   warningList: RunWarning[];
   log: string[];
+  /** Repository requests of the run (runs recorded before this existed have none). */
+  requests?: RunRequests;
 }
 
 export type Phase =

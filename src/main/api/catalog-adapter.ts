@@ -271,6 +271,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       samples: this.catalog.runSamples(n).map(sample),
       warningList: problems.map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
       log: this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`),
+      ...(r.requests ? { requests: r.requests } : {}),
     };
   }
 

@@ -1,0 +1,64 @@
+// glibc's malloc settings for processes hosting the engine (CLI, browser-mode server, benchmarks).
+// The pipeline's worker threads allocate and free multi-MiB buffers (read blocks, chunks, packs) in
+// their own malloc arenas. With glibc's default *dynamic* mmap threshold, the first freed large
+// buffer raises the threshold, later ones come from the arenas, and freed arena memory is rarely
+// returned to the OS: peak RSS climbs by well over 100 MB. A fixed threshold keeps large buffers in
+// mmap (returned on free). glibc reads these variables only at process start (mallopt() at run time
+// from an addon did not have the same effect), so a launcher re-executes itself once with them set.
+import { spawn } from 'node:child_process';
+
+/** The environment the engine's process should start with (glibc ignores it elsewhere: harmless). */
+export const MALLOC_ENV = {
+  MALLOC_MMAP_THRESHOLD_: '1048576',
+};
+
+/** Marks the re-executed child: it never re-executes again (guards against loops). */
+const MARK = 'TIDEMARK_MALLOC_ENV';
+
+/** The current environment plus MALLOC_ENV (values already set by the user win). */
+export function withMallocEnv(env = process.env) {
+  return { ...MALLOC_ENV, ...env, [MARK]: '1' };
+}
+
+function needed(env = process.env) {
+  if (process.platform !== 'linux' || env[MARK] || env.TIDEMARK_NO_REEXEC) return false;
+  return Object.keys(MALLOC_ENV).some((k) => env[k] === undefined);
+}
+
+/**
+ * Call first thing in a launcher. Returns false when this process already has the environment (go on
+ * running). Otherwise starts this same command again with it, forwards signals and the exit status,
+ * and returns true (the caller must do nothing else). If this launcher dies abruptly (kill -9), the
+ * child kills itself too, so killing the launcher still stops the work.
+ */
+export function reexecWithMallocEnv() {
+  if (!needed()) {
+    if (process.env[MARK] && process.channel) {
+      // started by a launcher below: die with it, without letting the channel keep the process alive
+      process.channel.unref();
+      process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+    }
+    return false;
+  }
+  const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: withMallocEnv(),
+  });
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+  // Ctrl-C at a terminal reaches the child directly (same process group): forwarding it would count as
+  // a second Ctrl-C. A SIGINT sent to this process alone (no terminal) is forwarded.
+  const forward = (sig) => {
+    if (sig !== 'SIGINT' || !process.stdin.isTTY) child.kill(sig);
+  };
+  for (const sig of signals) process.on(sig, forward);
+  child.on('error', (err) => {
+    console.error(`tidemark: cannot start ${process.execPath}: ${err.message}`);
+    process.exit(1);
+  });
+  child.on('exit', (code, signal) => {
+    for (const sig of signals) process.off(sig, forward);
+    if (signal) process.kill(process.pid, signal);
+    else process.exit(code ?? 1);
+  });
+  return true;
+}
