@@ -47,6 +47,8 @@ export interface BackendOptions {
   downloadBytesPerSec?: number;
   /** Receives one record per request attempt (for the run history). */
   requestLog?: (record: RequestRecord) => void;
+  /** Wraps the store itself, under every other wrapper (tests: a FaultyBackend). */
+  wrapStore?: (store: Backend) => Backend;
 }
 
 /** The S3 settings for a location plus option fields (throws UsageError when something is missing). */
@@ -89,7 +91,7 @@ function openStore(location: string, options: BackendOptions): { store: Backend;
 
 export async function openBackend(location: string, options: BackendOptions = {}): Promise<Backend> {
   const { store, remote } = openStore(location, options);
-  let b: Backend = store;
+  let b: Backend = options.wrapStore ? options.wrapStore(store) : store;
   if (options.uploadBytesPerSec || options.downloadBytesPerSec)
     b = new ThrottleBackend(b, {
       uploadBytesPerSec: options.uploadBytesPerSec,

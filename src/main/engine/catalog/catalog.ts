@@ -335,6 +335,7 @@ export class Catalog {
       error?: RunRecord['error'];
       verify?: RunRecord['verify'];
       retention?: RunRecord['retention'];
+      requests?: RunRecord['requests'];
     },
   ): void {
     const cols: string[] = [];
@@ -352,7 +353,7 @@ export class Catalog {
         vals.push((patch as any)[k]);
       }
     }
-    for (const k of ['counters', 'error', 'verify', 'retention'] as const) {
+    for (const k of ['counters', 'error', 'verify', 'retention', 'requests'] as const) {
       if (patch[k] !== undefined) {
         cols.push(`${k} = ?`);
         vals.push(JSON.stringify(patch[k]));
@@ -365,7 +366,7 @@ export class Catalog {
   getRun(id: number): RunRecord {
     const r = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id);
     if (!r) throw new NotFoundError(`run ${id}`);
-    return this.runFromRow(r);
+    return { ...this.runFromRow(r), requests: json((r as { requests?: string | null }).requests ?? null) };
   }
 
   listRuns(opts: { jobId?: number; limit?: number; status?: RunStatus } = {}): RunRecord[] {

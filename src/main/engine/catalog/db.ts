@@ -166,6 +166,10 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
         tokenize='trigram case_sensitive 0', detail='none', columnsize=0);
       INSERT INTO names_fts(names_fts) VALUES ('rebuild');`);
   },
+  // 4: what a run asked of its repository (request totals, failures, slowest; JSON RequestLogSummary).
+  (db) => {
+    db.exec('ALTER TABLE runs ADD COLUMN requests TEXT');
+  },
 ];
 
 export interface OpenOptions {

@@ -3,6 +3,7 @@
  * so the API layer can send them to the UI as they are.
  */
 import type { RetentionPolicy } from '../operations.js';
+import type { RequestLogSummary } from '../backend/requestlog/index.js';
 
 /** When a job runs. Times are "HH:MM" in `timeZone` (default: the machine's zone). */
 export type Schedule =
@@ -89,6 +90,8 @@ export interface RunRecord {
   error: { name: string; code: string; message: string } | null;
   verify: Record<string, unknown> | null;
   retention: Record<string, unknown> | null;
+  /** What the run asked of its repository (getRun only; lists leave it out to stay light). */
+  requests?: RequestLogSummary | null;
 }
 
 export interface RunProblem {

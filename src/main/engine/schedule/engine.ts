@@ -4,6 +4,9 @@
  * This is the one place where the scheduler meets the engine modules.
  */
 import { openBackend, type BackendOptions } from '../backend/open.js';
+import { RequestLogCollector, type RequestRecord } from '../backend/requestlog/index.js';
+import { storeClock } from '../repo/lock.js';
+import { maintenanceDue, recordPrune } from '../repo/maintenance.js';
 import { openRepository, type Repository } from '../repo/repository.js';
 import { backup } from '../backup/index.js';
 import { forget, prune } from '../repo/retention.js';
@@ -73,9 +76,31 @@ export function createJobEngine(opts: {
   backendOptions?: BackendOptions;
   /** Replaces the plain backup, e.g. with one planned from the change journal (tracking/service.ts). */
   backup?: JobEngine<Repository>['backup'];
+  /** However short an owner's prune interval, wait this long before taking maintenance over (tests). */
+  minTakeoverMs?: number;
 }): JobEngine<Repository> {
+  // every run's repository requests are counted and kept (capped) for its history
+  const logs = new WeakMap<Repository, RequestLogCollector>();
   return {
-    openRepo: (_job, repository) => openCatalogRepository(opts.secrets, repository, opts.backendOptions),
+    openRepo: async (_job, repository) => {
+      const collector = new RequestLogCollector();
+      const outer = opts.backendOptions?.requestLog;
+      const requestLog = (r: RequestRecord) => {
+        collector.record(r);
+        outer?.(r);
+      };
+      const repo = await openCatalogRepository(opts.secrets, repository, {
+        ...opts.backendOptions,
+        requestLog,
+      });
+      logs.set(repo, collector);
+      return repo;
+    },
+    requestLog: (repo) => logs.get(repo)?.summary(),
+    storeClockOffsetMs: async (repo) => (await storeClock(repo.backend)).offsetMs,
+    maintenance: (repo, o) =>
+      maintenanceDue(repo.backend, repo.key, { ...o, minTakeoverMs: opts.minTakeoverMs }),
+    recordPrune: (repo, o) => recordPrune(repo.backend, repo.key, o),
     backup: opts.backup ?? ((repo, o) => backup(repo, o)),
     forget: (repo, policy, o) => forget(repo, policy, { dryRun: o.dryRun, job: o.job }),
     prune: (repo, o) => prune(repo, { signal: o.signal }),

@@ -28,6 +28,10 @@ import { createRunEvents, type RunEventEmitter } from './events.js';
 import { policyIsEmpty } from './retention.js';
 import type { RunRequest, Clock } from './scheduler.js';
 import { systemClock } from './scheduler.js';
+import os from 'node:os';
+import { describeRequests, type RequestLogSummary } from '../backend/requestlog/index.js';
+import { clockSkewWarning } from '../repo/lock.js';
+import type { MaintenanceDecision } from '../repo/maintenance.js';
 
 /** An open repository as the runner needs it. */
 export interface EngineRepo extends SnapshotSource {
@@ -50,6 +54,15 @@ export interface JobEngine<R extends EngineRepo = EngineRepo> {
     repo: R,
     opts: { readData: boolean; signal?: AbortSignal; snapshots?: string[] },
   ): Promise<CheckReport>;
+  /** The requests the run made to the repository so far (kept in the run's history). */
+  requestLog?(repo: R): RequestLogSummary | undefined;
+  /** The store's clock minus ours (ms), for a warning when they disagree by minutes. */
+  storeClockOffsetMs?(repo: R): Promise<number>;
+  /** Whether this host prunes now: the repository's maintenance owner decides (repo/maintenance.ts).
+   *  Without it, the catalog's lastPruneAt decides (every host prunes on its own interval). */
+  maintenance?(repo: R, opts: { host: string; intervalMs: number }): Promise<MaintenanceDecision>;
+  /** Records a finished prune in the maintenance record; false when another host took over. */
+  recordPrune?(repo: R, opts: { host: string; intervalMs: number }): Promise<boolean>;
 }
 
 export interface JobRunnerOptions<R extends EngineRepo> {
@@ -131,6 +144,18 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
     }
   }
 
+  /** The run's request summary (logged in one line), or undefined when the engine keeps none. */
+  private requests(repo: R | undefined, log: (line: string) => void): RequestLogSummary | undefined {
+    if (!repo || !this.engine.requestLog) return undefined;
+    try {
+      const s = this.engine.requestLog(repo);
+      if (s) log(`repository: ${describeRequests(s)}`);
+      return s;
+    } catch {
+      return undefined; // the log must never fail a run
+    }
+  }
+
   /** Runs a job now. Never throws for a failed run: the returned record says what happened. */
   async run(job: Job, req: Partial<RunRequest> = {}): Promise<RunRecord> {
     const catalog = this.catalog;
@@ -165,6 +190,14 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       const repository = catalog.getRepository(job.repositoryId);
       log(`${full ? 'full' : 'incremental'} backup of ${job.sources.join(', ')} to ${repository.location}`);
       repo = await this.engine.openRepo(job, repository);
+      if (this.engine.storeClockOffsetMs) {
+        const offset = await this.engine.storeClockOffsetMs(repo).catch(() => 0);
+        const warning = clockSkewWarning(offset, repository.location);
+        if (warning) {
+          log(`warning: ${warning}`);
+          problems.push({ severity: 'warning', message: warning, code: 'CLOCK_SKEW' });
+        }
+      }
       result = await this.engine.backup(repo, {
         paths: job.sources,
         excludes: job.excludes,
@@ -222,16 +255,40 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           message: `indexing the snapshot failed: ${(err as Error).message}`,
         });
       }
-      const due =
+      // Prune on the repository's own interval (it also clears leftovers of interrupted backups): in a
+      // repository shared by several PCs only its maintenance owner does, judged in the store's time.
+      const intervalMs = Math.max(0, repository.pruneEveryDays) * DAY;
+      const host = this.opts.host ?? os.hostname();
+      let due =
         repository.pruneEveryDays <= 0 ||
         repository.lastPruneAt === null ||
-        repository.lastPruneAt <= this.clock.now() - repository.pruneEveryDays * DAY;
-      // Prune on the repository's own interval (it also clears leftovers of interrupted backups).
+        repository.lastPruneAt <= this.clock.now() - intervalMs;
+      if (this.engine.prune && this.engine.maintenance) {
+        try {
+          const decision = await this.engine.maintenance(repo, { host, intervalMs });
+          due = decision.prune;
+          log(decision.reason);
+        } catch (err) {
+          if (signal.aborted) throw err;
+          due = false;
+          problems.push({
+            severity: 'warning',
+            message: `the repository's maintenance record could not be read or written, so no prune this time: ${(err as Error).message}`,
+          });
+        }
+      }
       if (this.engine.prune && due) {
         this.events.emit('run-phase', { jobId: job.id, runId, phase: 'prune' });
         try {
           const pr = await this.engine.prune(repo, { signal });
           catalog.markPruned(job.repositoryId, this.clock.now());
+          if (this.engine.recordPrune) {
+            const recorded = await this.engine.recordPrune(repo, { host, intervalMs }).catch((err: Error) => {
+              log(`maintenance: the prune could not be recorded: ${err.message}`);
+              return true;
+            });
+            if (!recorded) log('maintenance: another host took over maintenance during this prune');
+          }
           retentionSummary = { ...(retentionSummary ?? {}), prune: pr };
           log(
             `prune: ${pr.packsRemoved} pack(s) removed, ${pr.packsRewritten} rewritten, ${pr.bytesFreed} bytes freed`,
@@ -257,6 +314,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       }
 
       const end = this.clock.now();
+      const requests = this.requests(repo, log);
       const warnings = problems.filter((p) => p.severity === 'warning').length;
       catalog.addRunProblems(runId, problems);
       flush();
@@ -273,6 +331,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           verify,
           retention: retentionSummary,
           counters: { ...(lastProgress ?? {}) },
+          requests,
         });
         this.events.emit('run-failed', { jobId: job.id, runId, error, at: end });
       } else {
@@ -284,6 +343,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           verify: verify ?? undefined,
           retention: retentionSummary ?? undefined,
           counters: { ...(lastProgress ?? {}), stats: result.snapshot.stats },
+          requests,
         });
         this.events.emit('run-finished', {
           jobId: job.id,
@@ -298,6 +358,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       const end = this.clock.now();
       const cancelled = signal.aborted || err instanceof AbortedError;
       log(cancelled ? 'cancelled' : `failed: ${(err as Error)?.message ?? String(err)}`);
+      const requests = this.requests(repo, log);
       if (lastProgress) sampler.offer(lastProgress, true);
       catalog.addRunProblems(runId, problems);
       flush();
@@ -307,6 +368,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         endedAt: end,
         error: cancelled ? undefined : error,
         counters: { ...(lastProgress ?? {}) },
+        requests,
         ...(result ? { snapshotId: result.snapshotId } : {}),
       });
       if (cancelled) {

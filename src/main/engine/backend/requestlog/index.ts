@@ -161,3 +161,112 @@ export class RequestLogBackend implements Backend {
     return this.inner.close();
   }
 }
+
+/** A failed request as the run history keeps it; `retried` when a later attempt of the same request followed. */
+export interface FailedRequest extends RequestRecord {
+  retried?: boolean;
+}
+
+/** What a run's history keeps of its requests: totals in full, records capped so a run row stays small. */
+export interface RequestLogSummary {
+  requests: number;
+  failed: number;
+  /** Failed attempts that were tried again (by the retry wrapper). */
+  retried: number;
+  bytesUp: number;
+  bytesDown: number;
+  byOp: Record<LoggedOperation, number>;
+  /** Total time spent in requests (ms; overlapping requests add up). */
+  totalMs: number;
+  /** The slowest requests (at most `slowestCap`), slowest first. */
+  slowest: RequestRecord[];
+  /** Failed requests in order (at most `failureCap`; the first ones are kept). */
+  failures: FailedRequest[];
+  /** Failures beyond the cap (counted, not kept). */
+  failuresDropped: number;
+  /** The last requests (at most `recentCap`), oldest first. */
+  recent: RequestRecord[];
+}
+
+/**
+ * Collects one run's request records into a RequestLogSummary: hand `record` to openBackend's
+ * `requestLog` option (or a RequestLogBackend) and call `summary()` at the end of the run.
+ */
+export class RequestLogCollector {
+  private readonly totals: Omit<RequestLogSummary, 'slowest' | 'failures' | 'recent' | 'failuresDropped'> = {
+    requests: 0,
+    failed: 0,
+    retried: 0,
+    bytesUp: 0,
+    bytesDown: 0,
+    byOp: { save: 0, load: 0, stat: 0, remove: 0, list: 0, exists: 0, init: 0 },
+    totalMs: 0,
+  };
+  private readonly failures: FailedRequest[] = [];
+  private failuresDropped = 0;
+  private slowest: RequestRecord[] = [];
+  private readonly recent: RequestRecord[] = [];
+  /** The latest failure per request (op + object), to mark it retried when it is attempted again. */
+  private readonly lastFailure = new Map<string, FailedRequest | true>();
+
+  constructor(private readonly caps: { failureCap?: number; recentCap?: number; slowestCap?: number } = {}) {}
+
+  readonly record = (r: RequestRecord): void => {
+    const t = this.totals;
+    t.requests++;
+    t.byOp[r.op]++;
+    t.totalMs += r.ms;
+    if (!r.ok) t.failed++;
+    else if (r.op === 'save') t.bytesUp += r.bytes;
+    else if (r.op === 'load') t.bytesDown += r.bytes;
+    const key = `${r.op} ${r.type ?? ''}/${r.name ?? ''}`;
+    const prev = this.lastFailure.get(key);
+    if (prev !== undefined) {
+      t.retried++;
+      if (prev !== true) prev.retried = true;
+      this.lastFailure.delete(key);
+    }
+    if (!r.ok) {
+      if (this.failures.length < (this.caps.failureCap ?? 200)) {
+        const f: FailedRequest = { ...r };
+        this.failures.push(f);
+        this.lastFailure.set(key, f);
+      } else {
+        this.failuresDropped++;
+        this.lastFailure.set(key, true);
+      }
+    }
+    this.recent.push(r);
+    if (this.recent.length > (this.caps.recentCap ?? 200)) this.recent.shift();
+    const slowCap = this.caps.slowestCap ?? 5;
+    if (this.slowest.length < slowCap || r.ms > this.slowest[this.slowest.length - 1].ms) {
+      this.slowest.push(r);
+      this.slowest.sort((a, b) => b.ms - a.ms);
+      if (this.slowest.length > slowCap) this.slowest.length = slowCap;
+    }
+  };
+
+  summary(): RequestLogSummary {
+    return {
+      ...this.totals,
+      byOp: { ...this.totals.byOp },
+      slowest: [...this.slowest],
+      failures: this.failures.map((f) => ({ ...f })),
+      failuresDropped: this.failuresDropped,
+      recent: [...this.recent],
+    };
+  }
+}
+
+/** "412 requests (3 failed, 3 retried), 1.2 MiB up, 40.0 KiB down" for logs and the CLI. */
+export function describeRequests(
+  s: Pick<RequestLogSummary, 'requests' | 'failed' | 'retried' | 'bytesUp' | 'bytesDown'>,
+): string {
+  const mib = (n: number) =>
+    n >= 1 << 30
+      ? `${(n / (1 << 30)).toFixed(1)} GiB`
+      : n >= 1 << 20
+        ? `${(n / (1 << 20)).toFixed(1)} MiB`
+        : `${(n / 1024).toFixed(1)} KiB`;
+  return `${s.requests} requests (${s.failed} failed, ${s.retried} retried), ${mib(s.bytesUp)} up, ${mib(s.bytesDown)} down`;
+}
