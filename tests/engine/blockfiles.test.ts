@@ -97,7 +97,8 @@ describe('fixed-size blocks for files written in place', () => {
     expect(policy('movie.mkv', 100 * MiB)).toBeUndefined();
     expect(policy('small.db', 10 * MiB)).toBeUndefined();
     expect(blockPolicy({ patterns: [] })).toBeUndefined();
-    expect(blockPolicy(undefined)).toBeUndefined();
+    expect(blockPolicy(false)).toBeUndefined();
+    expect(blockPolicy(undefined)!('disk.qcow2', 64 * MiB)).toBe(8192); // on by default
   });
 
   for (const [name, edit] of Object.entries(scenarios)) {

@@ -197,6 +197,13 @@ export function buildProgram(
     .option('--limit-read <MBps>', 'limit reading from the source to this many MB/s', Number)
     .option('--low-priority', 'run with low CPU and disk priority')
     .option('--retry-lock <seconds>', 'wait this long for a running prune to finish (default 600)', Number)
+    .option(
+      '--block-file <glob>',
+      'cut large files (64 MiB+) matching this name pattern into fixed-size blocks (repeatable; default: VM disks, databases, mail stores)',
+      collect,
+      [],
+    )
+    .option('--no-block-files', 'cut every file into content-defined chunks')
     .action(async (paths: string[], o) => {
       const excludes: string[] = [...o.exclude];
       if (o.excludeFile)
@@ -220,6 +227,8 @@ export function buildProgram(
           readLimitBytesPerSec: o.limitRead ? o.limitRead * 1e6 : undefined,
           lowPriority: o.lowPriority,
           lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
+          blockFiles:
+            o.blockFiles === false ? false : o.blockFile.length ? { patterns: o.blockFile } : undefined,
           signal,
           progress: (p) => bar.backup(p),
         }),

@@ -15,7 +15,7 @@ import type { Repository } from '../engine/repo/repository.js';
 import type { BackupOptions } from '../engine/operations.js';
 import { backup, findParent, normalizeSources, type BackupRunResult } from '../engine/backup/index.js';
 import { lookup } from '../engine/repo/browse.js';
-import type { SnapshotEntry } from '../engine/repo/types.js';
+import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { BlockChangeSession, BlockTracker, computeChangedRanges, loadCbtNative } from './blocks/index.js';
 
 /** Files at least this large get block-level tracking (smaller ones are cheap to read whole). */
@@ -163,7 +163,8 @@ export async function journalBackup(
   if (blocks && plan.changeHint && parent) {
     const mapper = loadCbtNative();
     if (mapper.ok) {
-      largeFiles = await largeFilesIn(repo, parent, [...plan.changeHint.dirtyDirs]);
+      const large = await largeFilesIn(repo, parent, [...plan.changeHint.dirtyDirs]);
+      largeFiles = [...large.keys()];
       session = await BlockChangeSession.begin(sources, {
         dir: blocks.dir,
         consumer,
@@ -175,7 +176,8 @@ export async function journalBackup(
       const ranges = await computeChangedRanges(largeFiles, session, {
         minSize: BLOCK_TRACKED_MIN_SIZE,
         onWholeFile: (f, why) => opts.log?.(`block tracking: ${f} is read whole (${why})`),
-        spread: { window: repo.config.chunker.avg, maxFraction: 0.5 },
+        // reads are widened to whole chunks (content-defined) or blocks (fixed-size, DESIGN.md §3)
+        spread: { window: (f) => large.get(f)?.blockSize ?? repo.config.chunker.avg, maxFraction: 0.5 },
       });
       if (ranges.size) plan.changeHint.changedRanges = ranges;
     }
@@ -198,16 +200,21 @@ export async function journalBackup(
   return result;
 }
 
-/** Large files of the parent snapshot inside the given folders (candidates for changed ranges). */
-async function largeFilesIn(repo: Repository, parent: SnapshotEntry, dirs: string[]): Promise<string[]> {
-  const out: string[] = [];
+/** Large files of the parent snapshot inside the given folders (candidates for changed ranges), with
+ *  their nodes in the parent. */
+async function largeFilesIn(
+  repo: Repository,
+  parent: SnapshotEntry,
+  dirs: string[],
+): Promise<Map<string, TreeNode>> {
+  const out = new Map<string, TreeNode>();
   for (const dir of dirs) {
     try {
       const { treeId } = await lookup(repo, parent, dir);
       if (!treeId) continue;
       for (const n of (await repo.loadTree(treeId)).nodes)
         if (n.type === 'file' && (n.size ?? 0) >= BLOCK_TRACKED_MIN_SIZE && n.rawName === undefined)
-          out.push(path.join(dir, n.name));
+          out.set(path.join(dir, n.name), n);
     } catch {
       // a folder new since the parent: nothing to reuse there
     }

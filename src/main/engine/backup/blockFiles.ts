@@ -55,9 +55,10 @@ export function fixedBlockSize(size: number): number {
 
 /** Returns a function giving the block size for a file (by name and size), or undefined for chunking. */
 export function blockPolicy(
-  opts: { patterns?: string[]; minSize?: number } | undefined,
+  opts: { patterns?: string[]; minSize?: number } | false | undefined,
 ): ((name: string, size: number) => number | undefined) | undefined {
-  if (!opts) return undefined;
+  if (opts === false) return undefined;
+  opts ??= {};
   const patterns = opts.patterns ?? DEFAULT_BLOCK_FILE_PATTERNS;
   if (!patterns.length) return undefined;
   const minSize = opts.minSize ?? DEFAULT_BLOCK_FILE_MIN_SIZE;

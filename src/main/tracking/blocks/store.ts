@@ -554,7 +554,7 @@ export interface ComputeOptions {
    * left out, so they get one plain sequential read. (bench:cbt: 1% of 4 KiB pages rewritten at random
    * touches ~95% of 1 MiB chunks, and the ranged read was then slower than a plain one.)
    */
-  spread?: { window: number; maxFraction: number };
+  spread?: { window: number | ((file: string) => number); maxFraction: number };
 }
 
 /** Fraction of the `window`-sized windows of a file of `size` bytes that the ranges touch. */
@@ -597,11 +597,13 @@ export async function computeChangedRanges(
     }
     const size = session.mappedSize(abs) ?? 0;
     if (opts.spread && size > 0) {
-      const frac = windowsTouched(d.ranges, size, opts.spread.window);
+      const w = opts.spread.window;
+      const window = typeof w === 'function' ? w(abs) : w;
+      const frac = windowsTouched(d.ranges, size, window);
       if (frac > opts.spread.maxFraction) {
         opts.onWholeFile?.(
           abs,
-          `changes touch ${(100 * frac).toFixed(0)}% of its ${opts.spread.window}-byte windows: one plain read is faster`,
+          `changes touch ${(100 * frac).toFixed(0)}% of its ${window}-byte windows: one plain read is faster`,
         );
         continue;
       }
