@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { API_EVENTS, API_METHODS } from './channels.js';
+import { isLoopbackUrl } from './destination.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -69,11 +70,53 @@ export const retentionSchema = z.object({
 });
 export type Retention = z.infer<typeof retentionSchema>;
 
-export const destinationSchema = z.object({
+export const localDestinationSchema = z.object({
   kind: z.literal('local'),
   path: z.string().trim().min(1, 'choose a destination folder'),
 });
+
+/**
+ * An S3-compatible bucket. The secret access key is never part of a destination (nor of a job): it
+ * travels beside it (`secretAccessKey` of jobs.create/jobs.update/destinations.test) and is kept in
+ * the secret store, like the repository password.
+ */
+export const s3DestinationSchema = z
+  .object({
+    kind: z.literal('s3'),
+    /** Scheme, host and port, e.g. https://s3.example.com or http://127.0.0.1:9000. */
+    endpoint: z
+      .string()
+      .trim()
+      .min(1, 'enter the address of the storage service')
+      .refine((v) => /^https?:\/\/[^/\s]+\/?$/i.test(v), 'use an address like https://s3.example.com'),
+    bucket: z
+      .string()
+      .trim()
+      .regex(/^[a-z0-9][a-z0-9.\-_]{1,254}$/i, 'enter a bucket name (letters, digits, dots and dashes)'),
+    /** Folder inside the bucket ('' for its root). */
+    prefix: z
+      .string()
+      .trim()
+      .default('')
+      .refine((v) => !v.split('/').some((s) => s === '.' || s === '..'), 'a folder name cannot be . or ..'),
+    region: z.string().trim().max(64).optional(),
+    /** Path-style (https://host/bucket/key) rather than virtual-hosted (https://bucket.host/key). */
+    pathStyle: z.boolean().default(true),
+    accessKeyId: z.string().trim().min(1, 'enter the access key ID'),
+    /** Allow plain http to a host that is not this computer (keys and data travel unprotected). */
+    allowInsecureHttp: z.boolean().optional(),
+  })
+  .refine((d) => !/^http:/i.test(d.endpoint) || d.allowInsecureHttp === true || isLoopbackUrl(d.endpoint), {
+    path: ['endpoint'],
+    message:
+      'plain http sends keys and data unprotected: use https, or tick "allow insecure HTTP" for a trusted local network',
+  });
+
+export const destinationSchema = z.discriminatedUnion('kind', [localDestinationSchema, s3DestinationSchema]);
 export type Destination = z.infer<typeof destinationSchema>;
+export type S3Destination = z.infer<typeof s3DestinationSchema>;
+/** The S3 secret key as the UI sends it beside a destination (blank on edit: keep the stored one). */
+const secretAccessKey = z.string().max(1000).optional();
 
 export const jobOptionsSchema = z.object({
   /** zstd level 0 (off) … 19. */
@@ -100,6 +143,8 @@ const jobFields = {
 export const jobInputSchema = z.object({
   ...jobFields,
   password: z.string().min(8, 'use a password of at least 8 characters'),
+  /** The S3 secret access key, for an S3 destination (stored in the secret store, never in the job). */
+  secretAccessKey,
 });
 export type JobInput = z.input<typeof jobInputSchema>;
 
@@ -332,6 +377,33 @@ export interface CheckSummary {
   unreferencedPacks: number;
 }
 
+/** One check of a destination test: passed, failed, a warning, or not tried (an earlier one failed). */
+export interface DestinationCheck {
+  /** reach, credentials, bucket, list, write, read, delete, clock, repository (S3);
+   *  folder, writable, repository (local folder). */
+  name: string;
+  label: string;
+  status: 'passed' | 'failed' | 'warning' | 'skipped';
+  message: string;
+  /** The engine's error code when it failed (e.g. S3_WRONG_KEYS, S3_ACCESS_DENIED). */
+  code?: string;
+}
+
+/** What `destinations.test` found out by really talking to the destination. */
+export interface DestinationTestResult {
+  /** True when every required check passed (warnings allowed). */
+  ok: boolean;
+  /** Readable form of the destination (host/bucket/prefix, or the folder). */
+  location: string;
+  checks: DestinationCheck[];
+  /** A Tidemark repository already exists there (its password will be asked); null: not known. */
+  repositoryExists: boolean | null;
+  /** The store's clock minus this computer's, in ms (S3 only, when known). */
+  clockOffsetMs?: number;
+  /** One sentence: all good, or the first thing that is wrong and what to do. */
+  summary: string;
+}
+
 export interface DirListing {
   path: string;
   parent: string | null;
@@ -381,7 +453,7 @@ export const argSchemas = {
   'jobs.list': none,
   'jobs.get': z.object({ id }).strict(),
   'jobs.create': jobInputSchema,
-  'jobs.update': z.object({ id, changes: jobUpdateSchema }).strict(),
+  'jobs.update': z.object({ id, changes: jobUpdateSchema, secretAccessKey }).strict(),
   'jobs.remove': z.object({ id }).strict(),
   'jobs.runNow': z.object({ id, full: z.boolean().optional() }).strict(),
   'jobs.changePassword': z
@@ -393,6 +465,10 @@ export const argSchemas = {
     .strict(),
   'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
   'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
+  /** Tries a destination before it is saved. On the edit page, a blank secret with `jobId` uses the stored one. */
+  'destinations.test': z
+    .object({ destination: destinationSchema, secretAccessKey, jobId: id.optional() })
+    .strict(),
   'runs.list': z
     .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
     .strict(),
@@ -456,6 +532,7 @@ export interface ApiResults {
   'jobs.changePassword': { changed: true };
   'jobs.previewRetention': RetentionPreview;
   'jobs.check': CheckSummary;
+  'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;
   'runs.live': LiveRun[];

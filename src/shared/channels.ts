@@ -17,6 +17,7 @@ export const API_METHODS = [
   'jobs.changePassword',
   'jobs.previewRetention',
   'jobs.check',
+  'destinations.test',
   'runs.list',
   'runs.get',
   'runs.live',

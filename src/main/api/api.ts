@@ -29,6 +29,9 @@ import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
+import { diagnoseLocation } from '../engine/backend/diagnose.js';
+import { destinationLocation, destinationTarget, placeKey, type RepoTarget } from './destination.js';
+import type { Destination } from '../../shared/api.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -130,10 +133,18 @@ export class TidemarkApi {
     return pw;
   }
 
+  /** How the job's destination is opened (with its S3 secret from the store). */
+  private async target(job: Job): Promise<RepoTarget> {
+    const secret = job.destination.kind === 's3' ? await this.s.jobs.destinationSecret(job.id) : undefined;
+    return destinationTarget(job.destination, secret);
+  }
+
   private repoFor(job: Job): Promise<RepoHandle> {
     let entry = this.repos.get(job.id);
     if (!entry) {
-      const handle = this.password(job).then((pw) => this.s.engine.open(job.destination.path, pw));
+      const handle = Promise.all([this.password(job), this.target(job)]).then(([pw, t]) =>
+        this.s.engine.open(t.location, pw, t.options),
+      );
       entry = { handle };
       this.repos.set(job.id, entry);
       handle.catch(() => this.repos.delete(job.id));
@@ -171,7 +182,9 @@ export class TidemarkApi {
     try {
       const job = await this.job(jobId);
       const { snaps } = await this.snapshotsOf(job);
-      const bytes = this.s.engine.repoBytes ? await this.s.engine.repoBytes(job.destination.path) : null;
+      const bytes = this.s.engine.repoBytes
+        ? await this.s.engine.repoBytes(destinationLocation(job.destination))
+        : null;
       this.stats.set(jobId, { snapshots: snaps.length, bytes });
       this.emit('jobs.changed', { jobId });
     } catch {}
@@ -226,8 +239,9 @@ export class TidemarkApi {
   }
 
   /** A repository inside a backed-up folder would back itself up on every run (and the reverse). */
-  private checkOverlap(sources: string[], destination: string): void {
-    const dest = path.resolve(destination);
+  private checkOverlap(sources: string[], destination: Destination): void {
+    if (destination.kind !== 'local') return;
+    const dest = path.resolve(destination.path);
     const inside = (a: string, b: string) => a === b || a.startsWith(b.endsWith(path.sep) ? b : b + path.sep);
     for (const src of sources.map((p) => path.resolve(p))) {
       if (inside(dest, src))
@@ -244,8 +258,27 @@ export class TidemarkApi {
     }
   }
 
-  private async prepareDestination(location: string, password: string): Promise<void> {
-    if (!path.isAbsolute(location))
+  /** Opens the repository at a destination with the password, or creates one there. */
+  private async prepareDestination(
+    destination: Destination,
+    password: string,
+    secretAccessKey?: string,
+  ): Promise<void> {
+    if (destination.kind === 's3') {
+      if (!secretAccessKey)
+        throw new ValidationError([
+          { path: 'secretAccessKey', message: 'enter the secret access key of the S3 destination' },
+        ]);
+      const t = destinationTarget(destination, secretAccessKey);
+      // wrong keys, a missing permission or an unreachable store fail here with a named error
+      const repo = (await this.s.engine.exists(t.location, t.options))
+        ? await this.s.engine.open(t.location, password, t.options) // throws WrongPasswordError
+        : await this.s.engine.init(t.location, password, t.options);
+      await repo.close();
+      return;
+    }
+    const location = path.resolve(destination.path);
+    if (!path.isAbsolute(destination.path))
       throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
     if (await this.s.engine.exists(location)) {
       const repo = await this.s.engine.open(location, password); // throws WrongPasswordError
@@ -382,9 +415,13 @@ export class TidemarkApi {
       'jobs.get': async (a) => this.summary(await this.job(a.id)),
       'jobs.create': async (a) => {
         await this.checkSources(a.sources);
-        this.checkOverlap(a.sources, a.destination.path);
-        const destination = { kind: 'local' as const, path: path.resolve(a.destination.path) };
-        await this.prepareDestination(destination.path, a.password);
+        this.checkOverlap(a.sources, a.destination);
+        const destination: Destination =
+          a.destination.kind === 'local'
+            ? { kind: 'local', path: path.resolve(a.destination.path) }
+            : a.destination;
+        const secret = destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
+        await this.prepareDestination(destination, a.password, secret);
         const spec: JobSpec = {
           name: a.name,
           sources: a.sources.map((p) => path.resolve(p)),
@@ -395,7 +432,7 @@ export class TidemarkApi {
           retention: a.retention,
           options: a.options,
         };
-        const job = await s.jobs.createJob(spec, a.password);
+        const job = await s.jobs.createJob(spec, a.password, secret);
         this.emit('jobs.changed', { jobId: job.id });
         return this.summary(job);
       },
@@ -403,9 +440,30 @@ export class TidemarkApi {
         const job = await this.job(a.id);
         const c = a.changes;
         if (c.sources) await this.checkSources(c.sources);
-        this.checkOverlap(c.sources ?? job.sources, c.destination?.path ?? job.destination.path);
-        if (c.destination && path.resolve(c.destination.path) !== job.destination.path) {
-          await this.prepareDestination(path.resolve(c.destination.path), await this.password(job));
+        const dest: Destination = !c.destination
+          ? job.destination
+          : c.destination.kind === 'local'
+            ? { kind: 'local', path: path.resolve(c.destination.path) }
+            : c.destination;
+        this.checkOverlap(c.sources ?? job.sources, dest);
+        // a blank secret keeps the stored one, as long as the job stays on S3
+        const newSecret = dest.kind === 's3' ? a.secretAccessKey || undefined : undefined;
+        const secret =
+          dest.kind === 's3'
+            ? (newSecret ??
+              (job.destination.kind === 's3' ? await this.target(job) : undefined)?.options.secretAccessKey)
+            : undefined;
+        const moved =
+          placeKey(dest) !== placeKey(job.destination) ||
+          destinationLocation(dest) !== destinationLocation(job.destination);
+        const rekeyed =
+          dest.kind === 's3' &&
+          (newSecret !== undefined ||
+            job.destination.kind !== 's3' ||
+            dest.accessKeyId !== job.destination.accessKeyId ||
+            !!dest.allowInsecureHttp !== !!job.destination.allowInsecureHttp);
+        if (moved || rekeyed) {
+          await this.prepareDestination(dest, await this.password(job), secret as string | undefined);
           this.dropRepo(job.id);
         }
         const { id: _id, createdAt: _c, ...current } = job;
@@ -413,9 +471,9 @@ export class TidemarkApi {
           ...current,
           ...(Object.fromEntries(Object.entries(c).filter(([, v]) => v !== undefined)) as Partial<JobSpec>),
         };
-        if (c.destination) spec.destination = { kind: 'local', path: path.resolve(c.destination.path) };
+        spec.destination = dest;
         if (c.sources) spec.sources = c.sources.map((p) => path.resolve(p));
-        const next = await s.jobs.updateJob(job.id, spec);
+        const next = await s.jobs.updateJob(job.id, spec, newSecret);
         this.emit('jobs.changed', { jobId: job.id });
         return this.summary(next);
       },
@@ -435,7 +493,8 @@ export class TidemarkApi {
           throw new ApiUsageError('WRONG_PASSWORD', 'the current password is not right');
         if (!s.engine.changePassword)
           throw new ApiUsageError('UNSUPPORTED', 'this engine cannot change passwords yet');
-        await s.engine.changePassword(job.destination.path, a.oldPassword, a.newPassword);
+        const t = await this.target(job);
+        await s.engine.changePassword(t.location, a.oldPassword, a.newPassword, t.options);
         await s.jobs.setJobPassword(job.id, a.newPassword);
         this.dropRepo(job.id);
         return { changed: true as const };
@@ -471,6 +530,19 @@ export class TidemarkApi {
         this.checks.set(job.id, summary);
         this.emit('jobs.changed', { jobId: job.id });
         return summary;
+      },
+      'destinations.test': async (a) => {
+        let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
+        if (a.destination.kind === 's3' && !secret && a.jobId) {
+          const job = await this.job(a.jobId);
+          if (job.destination.kind === 's3') secret = await s.jobs.destinationSecret(job.id);
+        }
+        if (a.destination.kind === 's3' && !secret)
+          throw new ValidationError([
+            { path: 'secretAccessKey', message: 'enter the secret access key to test the connection' },
+          ]);
+        const t = destinationTarget(a.destination, secret);
+        return diagnoseLocation(t.location, t.options);
       },
       'runs.list': async (a) => s.runs.listRuns({ jobId: a.jobId, limit: a.limit ?? 100 }),
       'runs.get': async (a) => {

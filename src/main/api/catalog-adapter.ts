@@ -16,6 +16,7 @@ import type {
   Schedule as CSchedule,
 } from '../engine/catalog/types.js';
 import { secretKeys, type SecretStore } from '../engine/catalog/secrets.js';
+import { storeRepositorySecrets } from '../engine/schedule/engine.js';
 import type { Scheduler } from '../engine/schedule/scheduler.js';
 import type { BackupProgress } from '../engine/operations.js';
 import {
@@ -37,6 +38,15 @@ import {
 import type { FileIndex, JobSpec, JobStore, Runner, RunnerEmit, RunStore } from './services.js';
 import { ApiUsageError } from './errors.js';
 import { emptyCounters } from './runner.js';
+import {
+  destinationLocation,
+  destinationOf,
+  destinationOptions,
+  placeKey,
+  placeKeyOf,
+} from './destination.js';
+import { describeDestination } from '../../shared/destination.js';
+import type { Destination } from '../../shared/api.js';
 
 const iso = (ms: number | null | undefined) => new Date(ms ?? 0).toISOString();
 const entryType = (t: string): EntryType => (t === 'file' || t === 'dir' || t === 'symlink' ? t : 'other');
@@ -132,7 +142,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       sources: j.sources,
       excludes: own,
       excludePresets: presets,
-      destination: { kind: 'local', path: repo.location.replace(/^local:/, '') },
+      destination: destinationOf(repo.location, repo.options ?? {}),
       schedule: fromCatalogSchedule(j.schedule),
       retention: j.retention,
       options: {
@@ -173,17 +183,39 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
     };
   }
 
-  /** The repository record for a folder, created when new. */
-  private repositoryFor(location: string, name: string): number {
-    const abs = path.resolve(location);
+  /**
+   * The repository record for a destination (a folder, or a bucket and prefix), created when new.
+   * An S3 repository row keeps the location and the access key ID; its secret key goes to the
+   * secret store (storeS3Secret), like the password.
+   */
+  private repositoryFor(destination: Destination, jobName: string): number {
+    const key = placeKey(destination);
+    const location = destinationLocation(destination);
+    const options = destinationOptions(destination);
     const found = this.catalog
       .listRepositories()
-      .find((r) => path.resolve(r.location.replace(/^local:/, '')) === abs);
-    if (found) return found.id;
+      .find((r) => placeKeyOf(r.location, r.options ?? {}) === key);
+    if (found) {
+      if (
+        destination.kind === 's3' &&
+        (found.location !== location || JSON.stringify(found.options) !== JSON.stringify(options))
+      )
+        this.catalog.updateRepository(found.id, { location, options });
+      return found.id;
+    }
+    const name =
+      destination.kind === 'local'
+        ? path.basename(destination.path) || jobName
+        : describeDestination(destination);
     const taken = new Set(this.catalog.listRepositories().map((r) => r.name));
     let repoName = name;
     for (let i = 2; taken.has(repoName); i++) repoName = `${name} ${i}`;
-    return this.catalog.addRepository({ name: repoName, location: abs, options: {} }).id;
+    return this.catalog.addRepository({ name: repoName, location, options }).id;
+  }
+
+  private async storeS3Secret(repositoryId: number, secretAccessKey: string | undefined): Promise<void> {
+    if (secretAccessKey)
+      await storeRepositorySecrets(this.secrets, repositoryId, { options: { secretAccessKey } });
   }
 
   listJobs(): Job[] {
@@ -193,30 +225,30 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
     const j = this.cjob(id);
     return j && this.toJob(j);
   }
-  async createJob(spec: JobSpec, password: string): Promise<Job> {
-    const repositoryId = this.repositoryFor(
-      spec.destination.path,
-      path.basename(spec.destination.path) || spec.name,
-    );
+  async createJob(spec: JobSpec, password: string, secretAccessKey?: string): Promise<Job> {
+    const repositoryId = this.repositoryFor(spec.destination, spec.name);
     await this.secrets.set(secretKeys.repositoryPassword(repositoryId), password);
+    await this.storeS3Secret(repositoryId, secretAccessKey);
     return this.toJob(this.catalog.addJob(this.spec(spec, repositoryId)));
   }
-  async updateJob(id: string, spec: JobSpec): Promise<Job> {
+  async updateJob(id: string, spec: JobSpec, secretAccessKey?: string): Promise<Job> {
     const cur = this.cjob(id);
     if (!cur) throw new ApiUsageError('NOT_FOUND', `no job with id ${id}`);
-    let repositoryId = cur.repositoryId;
-    const curLocation = path.resolve(
-      this.catalog.getRepository(cur.repositoryId).location.replace(/^local:/, ''),
-    );
-    if (path.resolve(spec.destination.path) !== curLocation) {
+    const curRepo = this.catalog.getRepository(cur.repositoryId);
+    const sameRepo = placeKeyOf(curRepo.location, curRepo.options ?? {}) === placeKey(spec.destination);
+    // repositoryFor also refreshes the stored address details and key ID of the same bucket/prefix
+    const repositoryId = this.repositoryFor(spec.destination, spec.name);
+    if (!sameRepo) {
       const password = await this.secrets.get(secretKeys.repositoryPassword(cur.repositoryId));
-      repositoryId = this.repositoryFor(
-        spec.destination.path,
-        path.basename(spec.destination.path) || spec.name,
-      );
       if (password !== undefined && !(await this.secrets.get(secretKeys.repositoryPassword(repositoryId))))
         await this.secrets.set(secretKeys.repositoryPassword(repositoryId), password);
+      const oldSecret = await this.secrets.get(
+        secretKeys.repositoryOption(cur.repositoryId, 'secretAccessKey'),
+      );
+      if (!secretAccessKey && oldSecret && spec.destination.kind === 's3')
+        await this.storeS3Secret(repositoryId, oldSecret);
     }
+    await this.storeS3Secret(repositoryId, secretAccessKey);
     return this.toJob(this.catalog.updateJob(cur.id, this.spec(spec, repositoryId, cur)));
   }
   deleteJob(id: string): void {
@@ -226,6 +258,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
   async jobPassword(id: string): Promise<string | undefined> {
     const j = this.cjob(id);
     return j ? this.secrets.get(secretKeys.repositoryPassword(j.repositoryId)) : undefined;
+  }
+  async destinationSecret(id: string): Promise<string | undefined> {
+    const j = this.cjob(id);
+    return j ? this.secrets.get(secretKeys.repositoryOption(j.repositoryId, 'secretAccessKey')) : undefined;
   }
   async setJobPassword(id: string, password: string): Promise<void> {
     const j = this.cjob(id);

@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { openBackend } from '../engine/backend/open.js';
+import { openBackend, type BackendOptions } from '../engine/backend/open.js';
 import { Repository } from '../engine/repo/repository.js';
 import type {
   BackupOptions,
@@ -51,8 +51,8 @@ export class RealEngine implements Engine {
   /** The engine's backup has no pause point yet (see the report of issue 7). */
   readonly supportsPause: boolean = true;
 
-  async exists(location: string): Promise<boolean> {
-    const backend = await openBackend(location);
+  async exists(location: string, options: BackendOptions = {}): Promise<boolean> {
+    const backend = await openBackend(location, options);
     try {
       return await backend.exists();
     } finally {
@@ -60,12 +60,12 @@ export class RealEngine implements Engine {
     }
   }
 
-  async init(location: string, password: string): Promise<RepoHandle> {
-    return new RealHandle(await Repository.init(await openBackend(location), password));
+  async init(location: string, password: string, options: BackendOptions = {}): Promise<RepoHandle> {
+    return new RealHandle(await Repository.init(await openBackend(location, options), password));
   }
 
-  async open(location: string, password: string): Promise<RepoHandle> {
-    const backend = await openBackend(location);
+  async open(location: string, password: string, options: BackendOptions = {}): Promise<RepoHandle> {
+    const backend = await openBackend(location, options);
     try {
       return new RealHandle(await Repository.open(backend, password));
     } catch (err) {
@@ -90,8 +90,13 @@ export class RealEngine implements Engine {
     return check((handle as RealHandle).repo, opts);
   }
 
-  async changePassword(location: string, oldPassword: string, newPassword: string): Promise<void> {
-    const h = (await this.open(location, oldPassword)) as RealHandle;
+  async changePassword(
+    location: string,
+    oldPassword: string,
+    newPassword: string,
+    options: BackendOptions = {},
+  ): Promise<void> {
+    const h = (await this.open(location, oldPassword, options)) as RealHandle;
     try {
       await h.repo.changePassword(newPassword);
     } finally {

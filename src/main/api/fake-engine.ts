@@ -27,9 +27,14 @@ import {
 import type { Engine, PauseGate, RepoHandle } from './services.js';
 import { Excluder } from '../engine/scan/index.js';
 import { newBackupProgress } from '../engine/operations.js';
+import { s3OptionsFrom, type BackendOptions } from '../engine/backend/open.js';
+import { isS3Location } from '../engine/backend/s3/location.js';
+import { S3WrongKeysError } from '../engine/backend/s3/errors.js';
 
 interface FakeRepo {
   password: string;
+  /** For s3: locations, the key pair it was created with (a store refuses other keys). */
+  keys?: string;
   snapshots: SnapshotEntry[];
   trees: Map<string, Tree>;
   blobs: Map<string, Buffer>;
@@ -57,23 +62,53 @@ export class FakeEngine implements Engine {
   /** Milliseconds to wait per file (makes runs long enough to watch in tests). */
   constructor(private perFileDelayMs = 0) {}
 
-  async exists(location: string): Promise<boolean> {
-    return this.repos.has(location);
+  /**
+   * An S3 location is read as openBackend reads it (bucket, keys: a missing secret fails the same
+   * way), and its repository answers only to the key pair it was created with.
+   */
+  private keysOf(location: string, options: BackendOptions): string | undefined {
+    if (!isS3Location(location)) return undefined;
+    const o = s3OptionsFrom(location, { env: {}, ...options });
+    return `${o.accessKeyId}:${o.secretAccessKey}`;
   }
-  async init(location: string, password: string): Promise<RepoHandle> {
+  private checkKeys(repo: FakeRepo, location: string, options: BackendOptions): void {
+    const keys = this.keysOf(location, options);
+    if (repo.keys !== undefined && keys !== repo.keys)
+      throw new S3WrongKeysError(`the access keys are not accepted for ${location} (check the keys)`);
+  }
+
+  async exists(location: string, options: BackendOptions = {}): Promise<boolean> {
+    const repo = this.repos.get(location);
+    if (repo) this.checkKeys(repo, location, options);
+    else this.keysOf(location, options);
+    return !!repo;
+  }
+  async init(location: string, password: string, options: BackendOptions = {}): Promise<RepoHandle> {
     if (this.repos.has(location)) throw new RepoExistsError(location);
-    const repo: FakeRepo = { password, snapshots: [], trees: new Map(), blobs: new Map() };
+    const repo: FakeRepo = {
+      password,
+      keys: this.keysOf(location, options),
+      snapshots: [],
+      trees: new Map(),
+      blobs: new Map(),
+    };
     this.repos.set(location, repo);
     return new FakeHandle(repo);
   }
-  async open(location: string, password: string): Promise<RepoHandle> {
+  async open(location: string, password: string, options: BackendOptions = {}): Promise<RepoHandle> {
     const repo = this.repos.get(location);
     if (!repo) throw new RepoNotFoundError(location);
+    this.checkKeys(repo, location, options);
     if (repo.password !== password) throw new WrongPasswordError();
     return new FakeHandle(repo);
   }
-  async changePassword(location: string, oldPassword: string, newPassword: string): Promise<void> {
-    const h = (await this.open(location, oldPassword)) as FakeHandle;
+  async changePassword(
+    location: string,
+    oldPassword: string,
+    newPassword: string,
+    options: BackendOptions = {},
+  ): Promise<void> {
+    const h = (await this.open(location, oldPassword, options)) as FakeHandle;
     h.repo.password = newPassword;
   }
   async repoBytes(location: string): Promise<number | null> {

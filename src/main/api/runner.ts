@@ -17,6 +17,8 @@ import type {
   SettingsStore,
 } from './services.js';
 import { toWire, ApiUsageError } from './errors.js';
+import { destinationLocation, destinationTarget } from './destination.js';
+import { describeDestination } from '../../shared/destination.js';
 import { nextRunAt, SimpleScheduler } from './schedule.js';
 
 export type Emit = RunnerEmit;
@@ -197,7 +199,7 @@ export class RunManager implements Runner {
     };
     this.live.set(run.id, l);
     await this.s.runs.saveRun(run);
-    const location = job.destination.path;
+    const location = destinationLocation(job.destination);
     const tail = this.repoTails.get(location) ?? Promise.resolve();
     const done = tail.then(() => this.execute(l, job, password, full));
     this.repoTails.set(
@@ -219,10 +221,14 @@ export class RunManager implements Runner {
       run.status = 'running';
       this.log(
         l,
-        `backup of ${job.sources.join(', ')} to ${job.destination.path}${full ? ' (full: re-reading every file)' : ''}`,
+        `backup of ${job.sources.join(', ')} to ${describeDestination(job.destination)}${full ? ' (full: re-reading every file)' : ''}`,
       );
       l.timer = setInterval(() => this.sample(l), SAMPLE_MS);
-      repo = await this.s.engine.open(job.destination.path, password);
+      const target = destinationTarget(
+        job.destination,
+        job.destination.kind === 's3' ? await this.s.jobs.destinationSecret(job.id) : undefined,
+      );
+      repo = await this.s.engine.open(target.location, password, target.options);
       const settings = await this.s.settings.getSettings();
       const excludes = [
         ...job.excludes,

@@ -11,6 +11,7 @@ import type {
   RetentionPolicy,
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
+import type { BackendOptions } from '../engine/backend/open.js';
 import type {
   BrowseEntry,
   FileVersion,
@@ -35,17 +36,25 @@ export interface PauseGate {
   wait(): Promise<void>;
 }
 
-/** The engine's operations the API calls. */
+/**
+ * The engine's operations the API calls. `options` are the backend options of the location (for S3:
+ * the access key ID and, from the secret store, the secret key; see destination.ts).
+ */
 export interface Engine {
   /** True when a repository exists at this location. */
-  exists(location: string): Promise<boolean>;
-  init(location: string, password: string): Promise<RepoHandle>;
-  open(location: string, password: string): Promise<RepoHandle>;
+  exists(location: string, options?: BackendOptions): Promise<boolean>;
+  init(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
+  open(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
   backup(repo: RepoHandle, opts: BackupOptions): Promise<BackupResult>;
   restore(repo: RepoHandle, opts: RestoreOptions): Promise<RestoreResult>;
   /** Applies a retention policy after a run; absent: retention is not applied by the API. */
   forget?(repo: RepoHandle, policy: RetentionPolicy): Promise<void>;
-  changePassword?(location: string, oldPassword: string, newPassword: string): Promise<void>;
+  changePassword?(
+    location: string,
+    oldPassword: string,
+    newPassword: string,
+    options?: BackendOptions,
+  ): Promise<void>;
   /** Bytes the repository takes, when it can be measured cheaply. */
   repoBytes?(location: string): Promise<number | null>;
   /** Verifies a repository (structure, or every byte with readData). */
@@ -59,12 +68,17 @@ type MaybePromise<T> = T | Promise<T>;
 /** A job as the user configures it (what the wizard sends, minus the password). */
 export type JobSpec = Omit<Job, 'id' | 'createdAt' | 'snapshotTag'>;
 
-/** Jobs and their repository passwords (passwords never sit with the jobs themselves). */
+/**
+ * Jobs and their secrets: the repository password and, for S3 destinations, the secret access key
+ * (secrets never sit with the jobs themselves). `secretAccessKey` undefined on update: keep the stored one.
+ */
 export interface JobStore {
   listJobs(): MaybePromise<Job[]>;
   getJob(id: string): MaybePromise<Job | undefined>;
-  createJob(spec: JobSpec, password: string): MaybePromise<Job>;
-  updateJob(id: string, spec: JobSpec): MaybePromise<Job>;
+  createJob(spec: JobSpec, password: string, secretAccessKey?: string): MaybePromise<Job>;
+  updateJob(id: string, spec: JobSpec, secretAccessKey?: string): MaybePromise<Job>;
+  /** The stored S3 secret access key of the job's destination. */
+  destinationSecret(id: string): MaybePromise<string | undefined>;
   deleteJob(id: string): MaybePromise<void>;
   jobPassword(id: string): MaybePromise<string | undefined>;
   setJobPassword(id: string, password: string): MaybePromise<void>;

@@ -32,7 +32,7 @@ export class MemoryState implements JobStore, RunStore, SettingsStore {
   getJob(id: string): Job | undefined {
     return this.jobs.get(id);
   }
-  createJob(spec: JobSpec, password: string): Job {
+  createJob(spec: JobSpec, password: string, secretAccessKey?: string): Job {
     const now = Date.now();
     const id = `job-${now.toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
     const job: Job = {
@@ -43,12 +43,15 @@ export class MemoryState implements JobStore, RunStore, SettingsStore {
     };
     this.jobs.set(job.id, job);
     this.setJobPassword(job.id, password);
+    if (secretAccessKey) this.setDestinationSecret(job.id, secretAccessKey);
     this.changed();
     return structuredClone(job);
   }
-  updateJob(id: string, spec: JobSpec): Job {
+  updateJob(id: string, spec: JobSpec, secretAccessKey?: string): Job {
     const cur = this.jobs.get(id);
     if (!cur) throw new Error(`no job ${id}`);
+    if (secretAccessKey) this.setDestinationSecret(id, secretAccessKey);
+    else if (spec.destination.kind !== 's3') this.secrets.delete(`job:${id}:s3-secret`);
     const job: Job = { ...structuredClone(spec), id, createdAt: cur.createdAt, snapshotTag: cur.snapshotTag };
     this.jobs.set(id, job);
     this.changed();
@@ -57,6 +60,7 @@ export class MemoryState implements JobStore, RunStore, SettingsStore {
   deleteJob(id: string): void {
     this.jobs.delete(id);
     this.secrets.delete(`job:${id}`);
+    this.secrets.delete(`job:${id}:s3-secret`);
     this.secretsChanged();
     this.changed();
   }
@@ -65,6 +69,13 @@ export class MemoryState implements JobStore, RunStore, SettingsStore {
   }
   setJobPassword(id: string, password: string): void {
     this.secrets.set(`job:${id}`, password);
+    this.secretsChanged();
+  }
+  destinationSecret(id: string): string | undefined {
+    return this.secrets.get(`job:${id}:s3-secret`);
+  }
+  private setDestinationSecret(id: string, secret: string): void {
+    this.secrets.set(`job:${id}:s3-secret`, secret);
     this.secretsChanged();
   }
 

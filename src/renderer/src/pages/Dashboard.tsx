@@ -7,6 +7,7 @@ import { Badge, Empty, ProgressBar } from '../components/ui';
 import { Icon } from '../components/Icon';
 import { bytes, duration, when } from '../format';
 import type { JobSummary } from '../api';
+import { describeDestination } from '../../../shared/destination';
 
 function scheduleText(j: JobSummary): string {
   const s = j.schedule;
@@ -41,8 +42,9 @@ function JobCard({ job }: { job: JobSummary }) {
           <p className="muted small path-line" title={job.sources.join('\n')}>
             <Icon name="folder" size={14} /> {job.sources.join(', ')}
           </p>
-          <p className="muted small path-line" title={job.destination.path}>
-            <Icon name="drive" size={14} /> {job.destination.path}
+          <p className="muted small path-line" title={describeDestination(job.destination)}>
+            <Icon name="drive" size={14} /> {job.destination.kind === 's3' ? 'S3 ' : ''}
+            {describeDestination(job.destination)}
           </p>
         </div>
         {live ? (

@@ -19,6 +19,9 @@ import { useJobs } from '../stores/jobs';
 import { FolderInput } from '../components/DirBrowser';
 import { Field } from '../components/ui';
 import { Icon } from '../components/Icon';
+import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
+import type { Destination, DestinationTestResult } from '../api';
+import { describeDestination } from '../../../shared/destination';
 
 const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
 type Step = (typeof steps)[number];
@@ -26,7 +29,7 @@ type Step = (typeof steps)[number];
 /** Which step a field of the schema belongs to. */
 function stepOf(path: string): Step {
   if (path.startsWith('sources') || path.startsWith('excludes') || path === 'name') return 'Sources';
-  if (path.startsWith('destination')) return 'Destination';
+  if (path.startsWith('destination') || path === 'secretAccessKey') return 'Destination';
   if (path.startsWith('schedule')) return 'Schedule';
   if (path.startsWith('retention')) return 'Retention';
   return 'Security';
@@ -38,6 +41,12 @@ interface Form {
   excludePresets: ExcludePreset[];
   excludesText: string;
   destination: string;
+  destKind: 'local' | 's3';
+  s3: S3Form;
+  /** The S3 secret key as typed (blank on edit: keep the stored one). */
+  s3Secret: string;
+  /** Save an S3 destination without a passed connection test. */
+  saveAnyway: boolean;
   schedule: Schedule;
   retention: Retention;
   password: string;
@@ -48,6 +57,21 @@ interface Form {
 }
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+
+/** The destination the form describes, as the API takes it. */
+function destinationOf(f: Form): Destination {
+  if (f.destKind === 'local') return { kind: 'local', path: f.destination };
+  return {
+    kind: 's3',
+    endpoint: f.s3.endpoint.trim(),
+    bucket: f.s3.bucket.trim(),
+    prefix: f.s3.prefix.trim(),
+    ...(f.s3.region.trim() ? { region: f.s3.region.trim() } : {}),
+    pathStyle: f.s3.pathStyle,
+    accessKeyId: f.s3.accessKeyId.trim(),
+    ...(f.s3.allowInsecureHttp ? { allowInsecureHttp: true } : {}),
+  };
+}
 
 function NumberField({
   id,
@@ -124,6 +148,10 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     excludePresets: ['caches', 'temp', 'trash'],
     excludesText: '',
     destination: '',
+    destKind: 'local',
+    s3: emptyS3,
+    s3Secret: '',
+    saveAnyway: false,
     schedule: { kind: 'daily', time: '21:00' },
     retention: { keepLast: 3, keepDaily: 7, keepWeekly: 4, keepMonthly: 12 },
     password: '',
@@ -157,21 +185,35 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     if (!jobId) return;
     void api
       .call('jobs.get', { id: jobId })
-      .then((j) =>
+      .then((j) => {
+        setLoaded(j.destination);
         setForm((f) => ({
           ...f,
           name: j.name,
           sources: j.sources,
           excludePresets: j.excludePresets,
           excludesText: j.excludes.join('\n'),
-          destination: j.destination.path,
+          ...(j.destination.kind === 'local'
+            ? { destKind: 'local' as const, destination: j.destination.path }
+            : {
+                destKind: 's3' as const,
+                s3: {
+                  endpoint: j.destination.endpoint,
+                  bucket: j.destination.bucket,
+                  prefix: j.destination.prefix,
+                  region: j.destination.region ?? '',
+                  pathStyle: j.destination.pathStyle,
+                  accessKeyId: j.destination.accessKeyId,
+                  allowInsecureHttp: !!j.destination.allowInsecureHttp,
+                },
+              }),
           schedule: j.schedule,
           retention: j.retention,
           compressionLevel: j.options.compressionLevel ?? 3,
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
-        })),
-      )
+        }));
+      })
       .catch((err) => toast('error', errorMessage(err)));
   }, [jobId, toast]);
 
@@ -184,7 +226,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         .map((l) => l.trim())
         .filter(Boolean),
       excludePresets: form.excludePresets,
-      destination: { kind: 'local', path: form.destination },
+      destination: destinationOf(form),
       schedule: form.schedule,
       retention: form.retention,
       options: {
@@ -193,9 +235,38 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         workers: form.workers,
       },
       password: editing ? 'unchanged-password' : form.password,
+      secretAccessKey: form.destKind === 's3' && form.s3Secret ? form.s3Secret : undefined,
     }),
     [form, editing],
   );
+
+  // The connection test: its result belongs to the destination (and secret) it was run with.
+  const [loaded, setLoaded] = useState<Destination | null>(null);
+  const [test, setTest] = useState<{ result: DestinationTestResult; key: string } | null>(null);
+  const [testing, setTesting] = useState(false);
+  const [testError, setTestError] = useState<string | null>(null);
+  const destKey = JSON.stringify([input.destination, input.secretAccessKey ?? '']);
+  const destChanged =
+    !loaded || JSON.stringify(loaded) !== JSON.stringify(input.destination) || !!form.s3Secret;
+  const runTest = async () => {
+    setTesting(true);
+    setTestError(null);
+    try {
+      const result = await api.call('destinations.test', {
+        destination: input.destination,
+        secretAccessKey: input.secretAccessKey,
+        jobId: editing && loaded?.kind === 's3' ? jobId : undefined,
+      });
+      setTest({ result, key: destKey });
+    } catch (err) {
+      setTest(null);
+      if (err instanceof ApiError && err.issues?.length)
+        setTestError(err.issues.map((i) => i.message).join('; '));
+      else setTestError(errorMessage(err));
+    } finally {
+      setTesting(false);
+    }
+  };
 
   const issues = useMemo(() => {
     const out: Record<string, string> = {};
@@ -203,8 +274,30 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     if (!r.success) for (const i of r.error.issues) out[i.path.join('.')] ??= i.message;
     if (!editing && form.password && form.confirm !== form.password)
       out.confirm = 'the passwords do not match';
+    if (form.destKind === 's3') {
+      if (!form.s3Secret && loaded?.kind !== 's3') out.secretAccessKey = 'enter the secret access key';
+      const passed = test?.key === destKey && test.result.ok;
+      if (destChanged && !passed && !form.saveAnyway)
+        out['destination.test'] =
+          test?.key === destKey
+            ? 'the connection test failed: fix the settings, or tick "Save without a passed test"'
+            : 'test the connection before saving (or tick "Save without a passed test")';
+    }
     return { ...out, ...serverIssues };
-  }, [input, editing, form.password, form.confirm, serverIssues]);
+  }, [
+    input,
+    editing,
+    form.password,
+    form.confirm,
+    form.destKind,
+    form.s3Secret,
+    form.saveAnyway,
+    loaded,
+    test,
+    destKey,
+    destChanged,
+    serverIssues,
+  ]);
 
   const stepIssues = (s: Step) =>
     Object.keys(issues).filter((k) => (k === 'confirm' ? 'Security' : stepOf(k)) === s);
@@ -234,8 +327,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     try {
       if (editing) {
         // eslint-disable-next-line @typescript-eslint/no-unused-vars
-        const { password, ...changes } = input;
-        await api.call('jobs.update', { id: jobId!, changes });
+        const { password, secretAccessKey, ...changes } = input;
+        await api.call('jobs.update', { id: jobId!, changes, secretAccessKey });
         toast('success', `Saved "${form.name}"`);
       } else {
         await api.call('jobs.create', input);
@@ -373,19 +466,75 @@ export function JobWizard({ jobId }: { jobId?: string }) {
 
         {step === 'Destination' && (
           <div className="form-grid">
-            <Field
-              label="Destination folder"
-              htmlFor="destination"
-              error={shown('destination.path', 'Destination')}
-              hint="A folder on this computer or an external drive. A new folder is set up as an encrypted repository; an existing repository is reused."
-            >
-              <FolderInput
-                id="destination"
+            <fieldset className="field">
+              <legend>Where the backups go</legend>
+              <div className="segmented" role="radiogroup" aria-label="Destination type">
+                {(
+                  [
+                    ['local', 'Local folder'],
+                    ['s3', 'S3-compatible storage'],
+                  ] as const
+                ).map(([k, label]) => (
+                  <label key={k} className={`seg ${form.destKind === k ? 'on' : ''}`}>
+                    <input
+                      type="radio"
+                      name="dest-kind"
+                      checked={form.destKind === k}
+                      onChange={() => set({ destKind: k })}
+                    />
+                    {label}
+                  </label>
+                ))}
+              </div>
+            </fieldset>
+            {form.destKind === 'local' ? (
+              <Field
                 label="Destination folder"
-                value={form.destination}
-                onChange={(v) => set({ destination: v })}
+                htmlFor="destination"
+                error={shown('destination.path', 'Destination')}
+                hint="A folder on this computer or an external drive. A new folder is set up as an encrypted repository; an existing repository is reused."
+              >
+                <FolderInput
+                  id="destination"
+                  label="Destination folder"
+                  value={form.destination}
+                  onChange={(v) => set({ destination: v })}
+                />
+              </Field>
+            ) : (
+              <S3Fields
+                value={form.s3}
+                onChange={(v) => set({ s3: v })}
+                secret={form.s3Secret}
+                onSecret={(v) => set({ s3Secret: v })}
+                secretStored={editing && loaded?.kind === 's3'}
+                error={(k) => shown(k, 'Destination')}
               />
-            </Field>
+            )}
+            <DestinationTestPanel
+              result={test?.result ?? null}
+              testing={testing}
+              stale={!!test && test.key !== destKey}
+              onTest={() => void runTest()}
+              error={testError}
+            />
+            {form.destKind === 's3' ? (
+              <>
+                <label className="check">
+                  <input
+                    type="checkbox"
+                    checked={form.saveAnyway}
+                    onChange={(e) => set({ saveAnyway: e.target.checked })}
+                  />
+                  Save without a passed test (e.g. the store is not reachable from here right now)
+                </label>
+                {shown('destination.test', 'Destination') ? (
+                  <p className="error-text" role="alert">
+                    {issues['destination.test']}
+                  </p>
+                ) : null}
+              </>
+            ) : null}
           </div>
         )}
 
@@ -580,7 +729,11 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               ) || 'Nothing'}
             </dd>
             <dt>Destination</dt>
-            <dd className="mono">{form.destination}</dd>
+            <dd className="mono">
+              {input.destination.kind === 's3'
+                ? `S3 ${describeDestination(input.destination)}`
+                : form.destination}
+            </dd>
             <dt>Schedule</dt>
             <dd>
               {sched.kind === 'manual'
