@@ -1,0 +1,211 @@
+/**
+ * The destination diagnosis behind "Test connection" (engine/backend/s3/diagnose.ts): each check's
+ * status and the sentence it says, against s3rver (always: addresses, refused connections, a missing
+ * bucket, an unknown key) and a real radosgw (a wrong secret, a skewed clock, and a key that may list,
+ * read and write but not delete — the exact permission is named).
+ */
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CreateBucketCommand, ListObjectsV2Command, PutBucketPolicyCommand } from '@aws-sdk/client-s3';
+import { diagnoseS3 } from '../../src/main/engine/backend/s3/diagnose.js';
+import { diagnoseLocation } from '../../src/main/engine/backend/diagnose.js';
+import { S3Backend } from '../../src/main/engine/backend/s3/index.js';
+import { initRepository } from '../../src/main/engine/repo/repository.js';
+import type { Diagnosis } from '../../src/main/engine/backend/diagnose.js';
+import { randomPrefix, startS3rver, useRadosgw, type S3Server } from './servers.js';
+
+const statuses = (d: Diagnosis) => Object.fromEntries(d.checks.map((c) => [c.name, c.status]));
+const check = (d: Diagnosis, name: string) => d.checks.find((c) => c.name === name)!;
+
+/** A port on 127.0.0.1 where nothing listens. */
+async function closedPort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+let s3rver: S3Server;
+beforeAll(async () => {
+  s3rver = await startS3rver();
+  const b = new S3Backend({ ...keys(s3rver), bucket: 'diag', prefix: '' });
+  await b.init();
+  await b.close();
+});
+afterAll(async () => {
+  await s3rver?.close();
+});
+
+function keys(s: S3Server) {
+  return { endpoint: s.endpoint, accessKeyId: s.accessKeyId, secretAccessKey: s.secretAccessKey };
+}
+
+describe('S3 diagnosis (s3rver)', () => {
+  it('passes every check on a good destination, finds an existing repository, leaves nothing behind', async () => {
+    const prefix = randomPrefix();
+    const fresh = await diagnoseS3({ ...keys(s3rver), bucket: 'diag', prefix });
+    expect(fresh.ok).toBe(true);
+    expect(statuses(fresh)).toEqual({
+      reach: 'passed',
+      credentials: 'passed',
+      bucket: 'passed',
+      list: 'passed',
+      write: 'passed',
+      read: 'passed',
+      delete: 'passed',
+      clock: 'passed',
+      repository: 'passed',
+    });
+    expect(fresh.repositoryExists).toBe(false);
+    expect(check(fresh, 'repository').message).toMatch(/saving creates one/);
+    expect(Math.abs(fresh.clockOffsetMs!)).toBeLessThan(60_000);
+    const b = new S3Backend({ ...keys(s3rver), bucket: 'diag', prefix });
+    const left = await b.sdk.send(new ListObjectsV2Command({ Bucket: 'diag', Prefix: `${prefix}/` }));
+    expect(left.Contents ?? []).toEqual([]);
+    const repo = await initRepository(b, 'a long password', { kdf: { N: 1024 } });
+    await repo.close();
+    const again = await diagnoseLocation(`s3:${s3rver.endpoint}/diag/${prefix}`, {
+      accessKeyId: s3rver.accessKeyId,
+      secretAccessKey: s3rver.secretAccessKey,
+    });
+    expect(again.ok).toBe(true);
+    expect(again.repositoryExists).toBe(true);
+    expect(check(again, 'repository').message).toMatch(/already here/);
+  });
+
+  it('names a missing bucket and an unknown access key, and tries nothing after them', async () => {
+    const noBucket = await diagnoseS3({ ...keys(s3rver), bucket: 'no-such-bucket', prefix: '' });
+    expect(noBucket.ok).toBe(false);
+    expect(check(noBucket, 'bucket')).toMatchObject({ status: 'failed', code: 'S3_NO_SUCH_BUCKET' });
+    expect(check(noBucket, 'write').status).toBe('skipped');
+    expect(noBucket.summary).toMatch(/bucket "no-such-bucket" does not exist/);
+    const badId = await diagnoseS3({ ...keys(s3rver), accessKeyId: 'NOBODY', bucket: 'diag', prefix: '' });
+    expect(check(badId, 'reach').status).toBe('passed');
+    expect(check(badId, 'credentials')).toMatchObject({
+      status: 'failed',
+      code: 'S3_WRONG_KEYS',
+      message: expect.stringMatching(/access key ID is not known/),
+    });
+  });
+
+  it('says when nothing answers, when the port speaks no TLS, and refuses plain http to another host', async () => {
+    const port = await closedPort();
+    const refused = await diagnoseS3({
+      ...keys(s3rver),
+      endpoint: `http://127.0.0.1:${port}`,
+      bucket: 'diag',
+      prefix: '',
+    });
+    expect(check(refused, 'reach')).toMatchObject({ status: 'failed' });
+    expect(check(refused, 'reach').message).toMatch(
+      /nothing answers at 127\.0\.0\.1:\d+ \(connection refused\)/,
+    );
+    expect(check(refused, 'credentials').status).toBe('skipped');
+    const tls = await diagnoseS3({
+      ...keys(s3rver),
+      endpoint: s3rver.endpoint.replace('http:', 'https:'),
+      bucket: 'diag',
+      prefix: '',
+    });
+    expect(check(tls, 'reach').message).toMatch(/does not speak https on this port/);
+    const insecure = await diagnoseS3({
+      ...keys(s3rver),
+      endpoint: 'http://s3.example.com',
+      bucket: 'diag',
+      prefix: '',
+    });
+    expect(check(insecure, 'address')).toMatchObject({ status: 'failed', code: 'S3_INSECURE_ENDPOINT' });
+    const noKeys = await diagnoseLocation(`s3:${s3rver.endpoint}/diag`, { env: {} });
+    expect(noKeys.checks[0]).toMatchObject({ name: 'address', status: 'failed', code: 'USAGE' });
+    expect(noKeys.summary).toMatch(/no S3 access keys/);
+  });
+});
+
+const rgw = await useRadosgw();
+describe.skipIf(typeof rgw === 'string')(
+  `S3 diagnosis on radosgw${typeof rgw === 'string' ? ` (skipped: ${rgw})` : ''}`,
+  () => {
+    const s = () => rgw as S3Server;
+    let bucket: string;
+    beforeAll(async () => {
+      bucket = `diag-${randomPrefix().slice(2)}`;
+      const owner = new S3Backend({ ...keys(s()), bucket, prefix: '' });
+      await owner.sdk.send(new CreateBucketCommand({ Bucket: bucket }));
+      // the second user may list, read and write, but not delete
+      const principal = { AWS: [`arn:aws:iam:::user/${s().limited!.user}`] };
+      await owner.sdk.send(
+        new PutBucketPolicyCommand({
+          Bucket: bucket,
+          Policy: JSON.stringify({
+            Version: '2012-10-17',
+            Statement: [
+              {
+                Effect: 'Allow',
+                Principal: principal,
+                Action: ['s3:ListBucket'],
+                Resource: [`arn:aws:s3:::${bucket}`],
+              },
+              {
+                Effect: 'Allow',
+                Principal: principal,
+                Action: ['s3:GetObject', 's3:PutObject'],
+                Resource: [`arn:aws:s3:::${bucket}/*`],
+              },
+            ],
+          }),
+        }),
+      );
+      await owner.close();
+    });
+
+    it('passes with the owner and reports conditional-write-capable radosgw as healthy', async () => {
+      const d = await diagnoseS3({ ...keys(s()), bucket, prefix: randomPrefix() });
+      expect(d.ok, d.summary).toBe(true);
+      expect(d.checks.every((c) => c.status === 'passed')).toBe(true);
+    });
+
+    it('tells a wrong secret from a wrong key ID', async () => {
+      const secret = await diagnoseS3({
+        ...keys(s()),
+        secretAccessKey: 'not-the-secret',
+        bucket,
+        prefix: 'x',
+      });
+      expect(check(secret, 'credentials')).toMatchObject({
+        status: 'failed',
+        code: 'S3_WRONG_KEYS',
+        message: expect.stringMatching(/secret access key does not match the access key ID/),
+      });
+      const id = await diagnoseS3({ ...keys(s()), accessKeyId: 'NOSUCHKEY0000000', bucket, prefix: 'x' });
+      expect(check(id, 'credentials').message).toMatch(/access key ID is not known/);
+    });
+
+    it('names a clock 40 minutes off', async () => {
+      const d = await diagnoseS3({ ...keys(s()), bucket, prefix: 'x', systemClockOffsetMs: 40 * 60_000 });
+      expect(d.ok).toBe(false);
+      expect(check(d, 'clock')).toMatchObject({ status: 'failed', code: 'S3_CLOCK_SKEW' });
+      expect(check(d, 'clock').message).toMatch(/about 40 minutes/);
+    });
+
+    it('names the one missing permission: a key that may not delete', async () => {
+      const d = await diagnoseS3({
+        endpoint: s().endpoint,
+        accessKeyId: s().limited!.accessKeyId,
+        secretAccessKey: s().limited!.secretAccessKey,
+        bucket,
+        prefix: 'repo',
+      });
+      expect(d.ok).toBe(false);
+      expect(statuses(d)).toMatchObject({
+        credentials: 'passed',
+        list: 'passed',
+        write: 'passed',
+        read: 'passed',
+        delete: 'failed',
+      });
+      expect(check(d, 'delete')).toMatchObject({ code: 'S3_ACCESS_DENIED' });
+      expect(d.summary).toMatch(/the key may not delete objects in .*repo \(AccessDenied\)/);
+    });
+  },
+);
