@@ -80,7 +80,7 @@ export function S3Fields({
           spellCheck={false}
         />
       </Field>
-      <div className="form-grid two">
+      <div className="form-grid two" style={{ alignItems: 'start' }}>
         <Field
           label="Endpoint URL"
           htmlFor="s3-endpoint"
@@ -240,7 +240,9 @@ export function DestinationTestPanel({
               <li key={c.name} data-check={c.name} data-status={c.status}>
                 <Icon name={STATUS[c.status].icon} size={16} />{' '}
                 <span className={`badge tone-${STATUS[c.status].tone}`}>{STATUS[c.status].text}</span>{' '}
-                <strong>{c.label}</strong>: <span>{c.message}</span>
+                <span>
+                  <strong>{c.label}</strong>: {c.message}
+                </span>
               </li>
             ))}
           </ul>
