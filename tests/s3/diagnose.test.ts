@@ -4,7 +4,10 @@
  * bucket, an unknown key) and a real radosgw (a wrong secret, a skewed clock, and a key that may list,
  * read and write but not delete — the exact permission is named).
  */
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateBucketCommand, ListObjectsV2Command, PutBucketPolicyCommand } from '@aws-sdk/client-s3';
 import { diagnoseS3 } from '../../src/main/engine/backend/s3/diagnose.js';
@@ -13,6 +16,7 @@ import { S3Backend } from '../../src/main/engine/backend/s3/index.js';
 import { initRepository } from '../../src/main/engine/repo/repository.js';
 import type { Diagnosis } from '../../src/main/engine/backend/diagnose.js';
 import { randomPrefix, startS3rver, useRadosgw, type S3Server } from './servers.js';
+import { cliEnv, runCli } from '../helpers/fixtures.js';
 
 const statuses = (d: Diagnosis) => Object.fromEntries(d.checks.map((c) => [c.name, c.status]));
 const check = (d: Diagnosis, name: string) => d.checks.find((c) => c.name === name)!;
@@ -119,6 +123,44 @@ describe('S3 diagnosis (s3rver)', () => {
     const noKeys = await diagnoseLocation(`s3:${s3rver.endpoint}/diag`, { env: {} });
     expect(noKeys.checks[0]).toMatchObject({ name: 'address', status: 'failed', code: 'USAGE' });
     expect(noKeys.summary).toMatch(/no S3 access keys/);
+  });
+});
+
+describe('tidemark test-connection', () => {
+  it('prints each check, exits 0 when the destination works and 14 when a check fails; --json gives the diagnosis', async () => {
+    const env = cliEnv({
+      AWS_ACCESS_KEY_ID: s3rver.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: s3rver.secretAccessKey,
+    });
+    const good = await runCli(['test-connection', `s3:${s3rver.endpoint}/diag/${randomPrefix()}`], env);
+    expect(good.code, good.stderr).toBe(0);
+    expect(good.stdout).toMatch(/✓ Delete it: deleted the test object/);
+    expect(good.stdout).toMatch(/^OK: /m);
+    const bad = await runCli(
+      [
+        'test-connection',
+        '--json',
+        '--endpoint',
+        s3rver.endpoint,
+        '--bucket',
+        'nope-bucket',
+        '--prefix',
+        'x',
+      ],
+      env,
+    );
+    expect(bad.code).toBe(14);
+    expect(bad.json).toMatchObject({ ok: false, repositoryExists: null });
+    expect(bad.json.checks.find((c: { name: string }) => c.name === 'bucket')).toMatchObject({
+      status: 'failed',
+      code: 'S3_NO_SUCH_BUCKET',
+    });
+    const folder = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tm-testconn-'));
+    await fs.promises.writeFile(path.join(folder, 'someone-elses-file'), 'x');
+    const busy = await runCli(['test-connection', folder], env);
+    expect(busy.code).toBe(14);
+    expect(busy.stdout).toMatch(/✗ Tidemark repository: .* is not empty and holds no Tidemark repository/);
+    await fs.promises.rm(folder, { recursive: true });
   });
 });
 
