@@ -253,6 +253,18 @@ suite('browser mode, end to end with the real engine', () => {
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'History' }).click();
     await page.getByRole('button', { name: 'My documents' }).first().click();
     await page.getByLabel('Run log').waitFor();
+    // the run's repository requests, as the run history stored them
+    const lastRun = (await wired.services.runs.listRuns({ limit: 1 }))[0];
+    const stored = (await wired.services.runs.getRun(lastRun.id))!.requests!;
+    expect(stored.requests).toBeGreaterThan(0);
+    expect(stored.byOp.save).toBeGreaterThan(0);
+    const requestsCard = page.getByRole('region', { name: 'Repository requests' });
+    await requestsCard.getByText(`${stored.requests.toLocaleString('en-US')} requests`).waitFor();
+    await requestsCard
+      .getByText(`save ${stored.byOp.save.toLocaleString('en-US')}`, { exact: false })
+      .waitFor();
+    await requestsCard.getByText(/^Slowest: /).waitFor();
+    await requestsCard.screenshot({ path: path.join(shotDir, '11b-history-requests.png') });
     await shot('11-history');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Settings' }).click();
     await page.getByLabel('Theme', { exact: true }).selectOption('dark');

@@ -6,6 +6,7 @@ import { runCli, type CommandRegistrar } from './program.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerDaemonCommand } from './commands/daemon.js';
 import { registerTestCommand } from './commands/testConnection.js';
+import { registerMaintenanceCommands } from './commands/maintenance.js';
 import { EXIT } from './exitCodes.js';
 
 const controller = new AbortController();
@@ -18,7 +19,12 @@ process.on('SIGINT', () => {
 });
 process.on('SIGTERM', () => controller.abort());
 
-const registrars: CommandRegistrar[] = [registerJobCommands, registerDaemonCommand, registerTestCommand];
+const registrars: CommandRegistrar[] = [
+  registerJobCommands,
+  registerDaemonCommand,
+  registerTestCommand,
+  registerMaintenanceCommands,
+];
 
 // Benchmarks ask for the event-loop delay of the process hosting the engine (DESIGN.md §1 rule 5).
 const statsFile = process.env.TIDEMARK_BENCH_STATS;

@@ -8,6 +8,8 @@ import path from 'node:path';
 import { Command, Option, CommanderError } from 'commander';
 import { Repository, initRepository, openRepository } from '../engine/repo/repository.js';
 import { openBackend } from '../engine/backend/open.js';
+import { RequestLogCollector, describeRequests } from '../engine/backend/requestlog/index.js';
+import { clockSkewWarning, storeClock } from '../engine/repo/lock.js';
 import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { check } from '../engine/check/index.js';
@@ -32,7 +34,7 @@ export type CommandRegistrar = (program: Command, ctx: CliContext) => void;
 export interface CliContext {
   io: CliIO;
   /** Resolves --repo / TIDEMARK_REPOSITORY / the default, and opens it with the password. */
-  openRepo(opts: GlobalOptions): Promise<Repository>;
+  openRepo(opts: GlobalOptions, readOnly?: boolean): Promise<Repository>;
   dataDir(): string;
   signal: AbortSignal;
   setExitCode(code: number): void;
@@ -143,9 +145,10 @@ export function buildProgram(
     }
   };
   const location = () => g().repo ?? defaultRepoLocation();
-  const openRepo = async (opts: GlobalOptions = g(), readOnly = false) => {
+  const openRepo = async (opts: GlobalOptions = g(), readOnly = false, requests?: RequestLogCollector) => {
     const backend = await openBackend(opts.repo ?? location(), {
       readOnly,
+      requestLog: requests?.record,
       uploadBytesPerSec: opts.limitUpload ? opts.limitUpload * 1e6 : undefined,
       downloadBytesPerSec: opts.limitDownload ? opts.limitDownload * 1e6 : undefined,
     });
@@ -153,8 +156,12 @@ export function buildProgram(
   };
   /** Runs `fn` on the opened repository; commands that only read open it read-only (a bug or a crafted
    *  repository can then never make them write). */
-  const withRepo = async <T>(fn: (repo: Repository) => Promise<T>, readOnly = false): Promise<T> => {
-    const repo = await openRepo(g(), readOnly);
+  const withRepo = async <T>(
+    fn: (repo: Repository) => Promise<T>,
+    readOnly = false,
+    requests?: RequestLogCollector,
+  ): Promise<T> => {
+    const repo = await openRepo(g(), readOnly, requests);
     try {
       return await fn(repo);
     } finally {
@@ -204,6 +211,7 @@ export function buildProgram(
       [],
     )
     .option('--no-block-files', 'cut every file into content-defined chunks')
+    .option('-v, --verbose', 'also print every failed repository request (with --json: include them)')
     .action(async (paths: string[], o) => {
       const excludes: string[] = [...o.exclude];
       if (o.excludeFile)
@@ -213,40 +221,69 @@ export function buildProgram(
             .filter((l) => l.trim() && !l.startsWith('#')),
         );
       const bar = progressLine(io, io.isTTY && !g().quiet && !g().json);
-      const result = await withRepo((repo) =>
-        backup(repo, {
-          paths,
-          excludes,
-          tags: o.tag,
-          host: o.host,
-          job: o.job,
-          parent: o.parent,
-          forceFull: o.forceFull,
-          workers: o.workers,
-          compressionLevel: o.compression,
-          readLimitBytesPerSec: o.limitRead ? o.limitRead * 1e6 : undefined,
-          lowPriority: o.lowPriority,
-          lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
-          blockFiles:
-            o.blockFiles === false ? false : o.blockFile.length ? { patterns: o.blockFile } : undefined,
-          signal,
-          progress: (p) => bar.backup(p),
-        }),
+      const requestLog = new RequestLogCollector();
+      let skew: { offsetMs: number; warning?: string } = { offsetMs: 0 };
+      const result = await withRepo(
+        async (repo) => {
+          const offsetMs = (await storeClock(repo.backend).catch(() => ({ offsetMs: 0 }))).offsetMs;
+          skew = { offsetMs, warning: clockSkewWarning(offsetMs, repo.backend.location) };
+          return backup(repo, {
+            paths,
+            excludes,
+            tags: o.tag,
+            host: o.host,
+            job: o.job,
+            parent: o.parent,
+            forceFull: o.forceFull,
+            workers: o.workers,
+            compressionLevel: o.compression,
+            readLimitBytesPerSec: o.limitRead ? o.limitRead * 1e6 : undefined,
+            lowPriority: o.lowPriority,
+            lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
+            blockFiles:
+              o.blockFiles === false ? false : o.blockFile.length ? { patterns: o.blockFile } : undefined,
+            signal,
+            progress: (p) => bar.backup(p),
+          });
+        },
+        false,
+        requestLog,
       );
       bar.end();
       const s = result.snapshot.stats;
+      const rq = requestLog.summary();
+      if (skew.warning) io.err(`warning: ${skew.warning}\n`);
       print(
         () => [
           `snapshot ${short(result.snapshotId)} saved (${result.status})`,
           `  files: ${s.files} (${s.filesRead} read, ${s.filesUnchanged} unchanged), folders: ${s.dirs}, size ${fmtBytes(s.totalBytes)}`,
           `  read ${fmtBytes(s.bytesRead)}, new data ${fmtBytes(s.newBytes)}, added to repository ${fmtBytes(s.storedBytes)} in ${(s.durationMs / 1000).toFixed(1)} s`,
           ...result.skipped.map((k) => `  warning: ${k.path}: ${k.reason}`),
+          `  repository: ${describeRequests(rq)}`,
+          ...(o.verbose
+            ? rq.failures.map(
+                (f) =>
+                  `  failed request: ${new Date(f.at).toISOString()} ${f.op} ${f.type ?? ''}${f.name ? `/${f.name}` : ''}: ${f.error?.message ?? ''}${f.retried ? ' (retried)' : ''}`,
+              )
+            : []),
         ],
         () => ({
           id: result.snapshotId,
           status: result.status,
           snapshot: result.snapshot,
           skipped: result.skipped,
+          requests: {
+            requests: rq.requests,
+            failed: rq.failed,
+            retried: rq.retried,
+            bytesUp: rq.bytesUp,
+            bytesDown: rq.bytesDown,
+            byOp: rq.byOp,
+            totalMs: rq.totalMs,
+            ...(o.verbose ? { failures: rq.failures, failuresDropped: rq.failuresDropped } : {}),
+          },
+          storeClockOffsetMs: skew.offsetMs,
+          ...(skew.warning ? { warnings: [skew.warning] } : {}),
         }),
       );
       if (result.status === 'completed-with-warnings') exitCode = EXIT.WARNINGS;

@@ -1,5 +1,7 @@
-/** History: every run with its status, counters, warnings (with paths), log and throughput graphs. */
+/** History: every run with its status, counters, warnings (with paths), log, repository requests
+ *  (totals, failures in full, the slowest) and throughput graphs. */
 import { useEffect } from 'react';
+import type { RunRequestRecord, RunRequests } from '../api';
 import { useRuns } from '../stores/runs';
 import { useApp } from '../stores/app';
 import { Badge, Empty } from '../components/ui';
@@ -91,6 +93,7 @@ export function HistoryPage({ runId }: { runId?: string }) {
                   </ul>
                 </div>
               ) : null}
+              {detail.requests ? <RequestsCard requests={detail.requests} /> : null}
               <div className="card">
                 <h3 className="section-title">Log</h3>
                 <pre className="log" tabIndex={0} aria-label="Run log">
@@ -102,5 +105,68 @@ export function HistoryPage({ runId }: { runId?: string }) {
         </div>
       )}
     </section>
+  );
+}
+
+const OPS: RunRequestRecord['op'][] = ['save', 'load', 'list', 'stat', 'remove', 'exists', 'init'];
+
+function object(r: RunRequestRecord): string {
+  if (!r.type) return '—';
+  return r.name ? `${r.type}/${r.name.length > 16 ? `${r.name.slice(0, 12)}…` : r.name}` : r.type;
+}
+
+function ms(n: number): string {
+  return n < 1000 ? `${Math.round(n)} ms` : `${(n / 1000).toFixed(1)} s`;
+}
+
+/** What the run asked of its repository: totals per operation, every failed request, the slowest. */
+function RequestsCard({ requests: q }: { requests: RunRequests }) {
+  return (
+    <div className="card" role="region" aria-label="Repository requests">
+      <h3 className="section-title">Repository requests</h3>
+      <p className="small">
+        {q.requests.toLocaleString()} requests · {q.failed.toLocaleString()} failed (
+        {q.retried.toLocaleString()} retried) · {bytes(q.bytesUp)} up · {bytes(q.bytesDown)} down
+      </p>
+      <p className="muted small">
+        {OPS.filter((op) => q.byOp[op])
+          .map((op) => `${op} ${q.byOp[op].toLocaleString()}`)
+          .join(' · ')}
+      </p>
+      {q.failures.length ? (
+        <table className="table">
+          <caption className="sr-only">Failed requests</caption>
+          <thead>
+            <tr>
+              <th scope="col">Time</th>
+              <th scope="col">Request</th>
+              <th scope="col">Object</th>
+              <th scope="col">Error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {q.failures.map((f, i) => (
+              <tr key={i}>
+                <td>{new Date(f.at).toLocaleTimeString()}</td>
+                <td>
+                  {f.op}
+                  {f.retried ? ' (retried)' : ''}
+                </td>
+                <td className="mono">{object(f)}</td>
+                <td>{f.error ? `${f.error.code}: ${f.error.message}` : '—'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {q.failuresDropped ? (
+        <p className="muted small">{q.failuresDropped.toLocaleString()} more failed requests not kept</p>
+      ) : null}
+      {q.slowest.length ? (
+        <p className="muted small">
+          Slowest: {q.slowest.map((r) => `${r.op} ${object(r)} ${ms(r.ms)}`).join(' · ')}
+        </p>
+      ) : null}
+    </div>
   );
 }
