@@ -5,6 +5,7 @@
  * read and write but not delete — the exact permission is named).
  */
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -123,6 +124,51 @@ describe('S3 diagnosis (s3rver)', () => {
     const noKeys = await diagnoseLocation(`s3:${s3rver.endpoint}/diag`, { env: {} });
     expect(noKeys.checks[0]).toMatchObject({ name: 'address', status: 'failed', code: 'USAGE' });
     expect(noKeys.summary).toMatch(/no S3 access keys/);
+  });
+});
+
+/** A proxy in front of a store whose answers carry a Date header `shiftMs` off (a server with a wrong clock). */
+async function dateShiftingProxy(
+  upstream: string,
+  shiftMs: number,
+): Promise<{ endpoint: string; close(): Promise<void> }> {
+  const up = new URL(upstream);
+  const srv = http.createServer((req, res) => {
+    const fwd = http.request(
+      { host: up.hostname, port: up.port, method: req.method, path: req.url, headers: req.headers },
+      (r) => {
+        const headers = { ...r.headers, date: new Date(Date.now() + shiftMs).toUTCString() };
+        res.writeHead(r.statusCode ?? 502, headers);
+        r.pipe(res);
+      },
+    );
+    fwd.on('error', () => res.destroy());
+    req.pipe(fwd);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    endpoint: `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`,
+    close: () => new Promise((r) => srv.close(() => r())),
+  };
+}
+
+describe('S3 diagnosis: clocks', () => {
+  it('warns when the server clock is more than 5 minutes away (but under the 15 minutes S3 enforces)', async () => {
+    const proxy = await dateShiftingProxy(s3rver.endpoint, 7 * 60_000);
+    try {
+      const d = await diagnoseS3({
+        ...keys(s3rver),
+        endpoint: proxy.endpoint,
+        bucket: 'diag',
+        prefix: randomPrefix(),
+      });
+      expect(d.ok).toBe(true); // a warning does not fail the test
+      expect(check(d, 'clock')).toMatchObject({ status: 'warning' });
+      expect(check(d, 'clock').message).toMatch(/about 7 minutes behind the server's; .*15 minutes/);
+      expect(d.summary).toMatch(/but this computer's clock is about 7 minutes behind/);
+    } finally {
+      await proxy.close();
+    }
   });
 });
 
