@@ -158,6 +158,31 @@ describe('run records', () => {
   });
 });
 
+describe('store clock skew', () => {
+  it('a store whose clock is minutes away from ours is a warning in the run', async () => {
+    write('docs/a.txt', 'x');
+    // a store whose clock runs 12 minutes ahead of this computer's
+    class SkewedStore extends FaultyBackend {
+      storeNow(): Promise<number> {
+        return Promise.resolve(Date.now() + 12 * 60_000);
+      }
+    }
+    const s = await setup('pc-one', { wrapStore: (store) => new SkewedStore(store) });
+    const r = await s.runner.run(s.job);
+    expect(r.status).toBe('completed-with-warnings');
+    const problems = s.catalog.runProblems(r.id);
+    expect(problems).toContainEqual(
+      expect.objectContaining({
+        severity: 'warning',
+        code: 'CLOCK_SKEW',
+        message: expect.stringMatching(/this computer's clock is 12 minute\(s\) behind the clock of /),
+      }),
+    );
+    expect(s.catalog.runLog(r.id).some((l) => l.line.startsWith('warning: this computer'))).toBe(true);
+    s.catalog.close();
+  });
+});
+
 async function keyOf(repoDir: string) {
   const { openRepository } = await import('../../src/main/engine/repo/repository.js');
   const repo = await openRepository(new LocalBackend(repoDir), 'pw-123');

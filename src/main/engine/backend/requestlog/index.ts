@@ -2,6 +2,8 @@
  * Request log around any backend: one record per operation (what, how many bytes, how long, how it
  * ended) handed to a sink — the run history stores them — plus running totals for the run summary
  * ("412 requests, 3 retried, 1.2 GiB up"). It never changes results or errors; a throwing sink is ignored.
+ * RequestLogCollector turns one run's records into what its history keeps (totals in full, failures
+ * and the last requests capped, so a run row stays small).
  */
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
 import { errorToWire } from '../../errors.js';
@@ -267,6 +269,8 @@ export function describeRequests(
       ? `${(n / (1 << 30)).toFixed(1)} GiB`
       : n >= 1 << 20
         ? `${(n / (1 << 20)).toFixed(1)} MiB`
-        : `${(n / 1024).toFixed(1)} KiB`;
+        : n >= 1024
+          ? `${(n / 1024).toFixed(1)} KiB`
+          : `${n} B`;
   return `${s.requests} requests (${s.failed} failed, ${s.retried} retried), ${mib(s.bytesUp)} up, ${mib(s.bytesDown)} down`;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RequestLogBackend, type RequestRecord } from './index.js';
+import { RequestLogBackend, RequestLogCollector, describeRequests, type RequestRecord } from './index.js';
 import { MemoryBackend } from '../memory/index.js';
 import { NotFoundError } from '../../errors.js';
 import { backendConformance } from '../conformance.js';
@@ -41,3 +41,46 @@ describe('request log', () => {
 });
 
 backendConformance('request log over memory', async () => new RequestLogBackend(new MemoryBackend()));
+
+describe('request log collector (what a run history keeps)', () => {
+  const rec = (op: RequestRecord['op'], name: string, ok: boolean, ms = 1, bytes = 10): RequestRecord => ({
+    op,
+    type: 'data',
+    name,
+    bytes,
+    at: 1000,
+    ms,
+    ok,
+    ...(ok ? {} : { error: { name: 'Error', code: 'ECONNRESET', message: 'reset' } }),
+  });
+
+  it('counts everything, marks failures that were attempted again, and caps what it keeps', () => {
+    const c = new RequestLogCollector({ failureCap: 2, recentCap: 3, slowestCap: 2 });
+    c.record(rec('save', 'a', false));
+    c.record(rec('save', 'a', true, 50, 100)); // the retry of a
+    c.record(rec('load', 'b', false));
+    c.record(rec('load', 'c', false)); // beyond the failure cap: counted, not kept
+    c.record(rec('load', 'c', true, 7, 30)); // its retry still counts as one
+    c.record(rec('stat', 'd', true, 20));
+    const s = c.summary();
+    expect(s).toMatchObject({
+      requests: 6,
+      failed: 3,
+      retried: 2,
+      bytesUp: 100,
+      bytesDown: 30,
+      failuresDropped: 1,
+    });
+    expect(s.byOp).toMatchObject({ save: 2, load: 3, stat: 1 });
+    expect(s.failures.map((f) => [f.op, f.name, !!f.retried])).toEqual([
+      ['save', 'a', true],
+      ['load', 'b', false],
+    ]);
+    expect(s.recent.map((r) => r.name)).toEqual(['c', 'c', 'd']);
+    expect(s.slowest.map((r) => r.ms)).toEqual([50, 20]);
+    expect(describeRequests(s)).toBe('6 requests (3 failed, 2 retried), 100 B up, 30 B down');
+    // the summary is a copy: later records do not change it
+    c.record(rec('save', 'e', true));
+    expect(s.requests).toBe(6);
+  });
+});
