@@ -349,10 +349,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       )
         return undefined;
       if (node.blockSize) {
-        // Fixed-size blocks: every previous block must still be in the index to be reused.
+        // Fixed-size blocks. The previous blocks are trusted to be stored, as for a file whose metadata did
+        // not change: the parent is a snapshot, so prune keeps them, and it cannot run during a backup.
+        // The worker is not sent the previous list: it leaves reused blocks empty and they are filled here.
         const B = node.blockSize;
         if (prev.content.length !== Math.ceil((prev.size ?? 0) / B)) return undefined;
-        for (const id of prev.content) if (!repo.index.has(id)) return undefined;
         const blocks = new Set<number>();
         for (const r of ranges)
           for (let b = Math.floor(r.offset / B); b <= Math.floor((r.offset + r.length - 1) / B); b++) {
@@ -362,7 +363,13 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
               return undefined;
             }
           }
-        return { prevIds: prev.content, prevSizes: [], prevSize: prev.size ?? 0, changed: ranges };
+        return {
+          prevIds: [],
+          prevCount: prev.content.length,
+          prevSizes: [],
+          prevSize: prev.size ?? 0,
+          changed: ranges,
+        };
       }
       const prevSizes: number[] = [];
       for (const id of prev.content) {
@@ -426,7 +433,13 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         } else {
           const blockSize = blockSizeOf?.(node.name, node.size ?? 0);
           if (blockSize) node.blockSize = blockSize;
-          r = await readLarge(abs, node.size ?? 0, mtimeMs, incrementalOf(abs, node, prev), blockSize);
+          const inc = incrementalOf(abs, node, prev);
+          r = await readLarge(abs, node.size ?? 0, mtimeMs, inc, blockSize);
+          if (inc?.prevCount !== undefined) {
+            // blocks the worker reused are left empty: they are the previous snapshot's
+            const prevIds = prev!.content!;
+            for (let i = 0; i < r.content.length; i++) if (r.content[i] === '') r.content[i] = prevIds[i];
+          }
         }
         await storeBlobs(r.blobs, true);
         progress.filesRead++;

@@ -62,10 +62,24 @@ export function deriveKey(password: string, params: KdfParams): Promise<Buffer> 
   });
 }
 
+// Random nonces drawn from a pool refilled 1024 at a time (one getrandom call instead of one per blob);
+// each is used once and never handed out again.
+const noncePool = Buffer.allocUnsafe(NONCE_BYTES * 1024);
+let noncePos = noncePool.length;
+function nextNonce(): Buffer {
+  if (noncePos === noncePool.length) {
+    crypto.randomFillSync(noncePool);
+    noncePos = 0;
+  }
+  const n = noncePool.subarray(noncePos, noncePos + NONCE_BYTES);
+  noncePos += NONCE_BYTES;
+  return n;
+}
+
 /** Encrypts `plaintext` with AES-256-GCM under `key`; `aad` binds context (e.g. a blob ID). */
 export function seal(key: Buffer, plaintext: Uint8Array, aad?: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(NONCE_BYTES + plaintext.length + TAG_BYTES);
-  const nonce = crypto.randomBytes(NONCE_BYTES);
+  const nonce = nextNonce();
   nonce.copy(out, 0);
   const cipher = crypto.createCipheriv('aes-256-gcm', key, nonce);
   if (aad) cipher.setAAD(aad);
@@ -97,8 +111,16 @@ export function open(key: Buffer, sealed: Uint8Array, aad?: Uint8Array): Buffer 
 const asBuffer = (d: Uint8Array): Buffer =>
   Buffer.isBuffer(d) ? d : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
 
+// One keyed hasher per key, reset between uses (creating one per blob costs more than hashing 8 KiB).
+let keyedFor: Buffer | undefined;
+let keyed: Blake3Hasher | undefined;
+
 export function blobId(idKey: Buffer, data: Uint8Array): Buffer {
-  return Blake3Hasher.newKeyed(idKey).update(asBuffer(data)).digestBuffer();
+  if (!keyed || !keyedFor!.equals(idKey)) {
+    keyed = Blake3Hasher.newKeyed(idKey);
+    keyedFor = Buffer.from(idKey);
+  } else keyed.reset();
+  return keyed.update(asBuffer(data)).digestBuffer();
 }
 
 /** Plain BLAKE3 of stored bytes: the name of a pack/index/snapshot file, so `check` can verify it. */

@@ -52,8 +52,13 @@ export class BlobIndex {
     return true;
   }
 
+  /** Where hex IDs are decoded for a lookup (used synchronously, never kept: add() copies). */
+  private static readonly scratch = Buffer.alloc(32);
+
   private static toBytes(id: Uint8Array | string): Uint8Array {
-    return typeof id === 'string' ? Buffer.from(id, 'hex') : id;
+    if (typeof id !== 'string') return id;
+    if (id.length === 64 && BlobIndex.scratch.write(id, 'hex') === 32) return BlobIndex.scratch;
+    return Buffer.from(id, 'hex');
   }
 
   has(id: Uint8Array | string): boolean {

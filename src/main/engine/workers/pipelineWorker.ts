@@ -223,15 +223,17 @@ async function backupFileBlocks(
   const inc = task.incremental;
   if (inc && inc.prevSize !== undefined) {
     const oldSize = inc.prevSize;
+    const prevCount = inc.prevCount ?? inc.prevIds.length;
     const whole = Math.floor(Math.min(oldSize, size) / B); // blocks whole in both versions
-    for (let i = 0; i < Math.min(whole, inc.prevIds.length); i++) need[i] = 0;
-    if (oldSize === size && n > 0 && n === inc.prevIds.length) need[n - 1] = 0; // same short last block
+    for (let i = 0; i < Math.min(whole, prevCount); i++) need[i] = 0;
+    if (oldSize === size && n > 0 && n === prevCount) need[n - 1] = 0; // same short last block
     for (const r of inc.changed) {
       if (r.length <= 0) continue;
       const last = Math.min(n - 1, Math.floor((r.offset + r.length - 1) / B));
       for (let i = Math.floor(r.offset / B); i <= last; i++) need[i] = 1;
     }
-    for (let i = 0; i < n; i++) if (!need[i]) content[i] = inc.prevIds[i];
+    // reused blocks: the previous IDs, or '' for the caller to fill in when it kept them
+    for (let i = 0; i < n; i++) if (!need[i]) content[i] = inc.prevCount !== undefined ? '' : inc.prevIds[i];
   }
   // The blocks to read, as pieces of consecutive blocks of at most PIECE bytes.
   const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);

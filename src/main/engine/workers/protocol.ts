@@ -30,6 +30,9 @@ export interface BackupFileTask {
     prevSizes: number[];
     /** Fixed-size blocks: the previous file size. */
     prevSize?: number;
+    /** Fixed-size blocks: how many blocks the previous version had. prevIds is then left empty and the
+     *  result's content has '' for each reused block (the caller fills in the previous IDs). */
+    prevCount?: number;
     changed: { offset: number; length: number }[];
   };
   /** Cut into fixed-size blocks of this many bytes instead of content-defined chunks. */
