@@ -92,11 +92,28 @@ describe('S3 destinations in the API (in-memory engine)', () => {
     const renamed = await wired.api.call('jobs.update', { id: created.id, changes: { name: 'Renamed' } });
     expect(renamed.name).toBe('Renamed');
     await expect(wired.api.call('snapshots.list', { jobId: created.id })).resolves.toEqual([]);
-    // a new key ID with a blank secret is checked against the store with the stored secret: refused
+    // a new key ID (or address) needs its secret: the stored one is never sent elsewhere
     await expect(
       wired.api.call('jobs.update', {
         id: created.id,
         changes: { destination: { ...created.destination, accessKeyId: 'OTHER' } as S3Destination },
+      }),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [expect.objectContaining({ path: 'secretAccessKey' })],
+    });
+    await expect(
+      wired.api.call('destinations.test', {
+        destination: { ...created.destination, endpoint: 'https://elsewhere.example' } as S3Destination,
+        jobId: created.id,
+      }),
+    ).rejects.toMatchObject({ code: 'VALIDATION' });
+    // the right pair is checked against the store: a wrong secret for the new key ID is refused
+    await expect(
+      wired.api.call('jobs.update', {
+        id: created.id,
+        changes: { destination: { ...created.destination, accessKeyId: 'OTHER' } as S3Destination },
+        secretAccessKey: 'guess',
       }),
     ).rejects.toMatchObject({ code: 'S3_WRONG_KEYS' });
     expect((await wired.api.call('jobs.get', { id: created.id })).destination).toMatchObject({

@@ -30,7 +30,13 @@ import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
-import { destinationLocation, destinationTarget, placeKey, type RepoTarget } from './destination.js';
+import {
+  destinationLocation,
+  destinationTarget,
+  placeKey,
+  sameS3Credentials,
+  type RepoTarget,
+} from './destination.js';
 import type { Destination } from '../../shared/api.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
@@ -451,7 +457,7 @@ export class TidemarkApi {
         const secret =
           dest.kind === 's3'
             ? (newSecret ??
-              (job.destination.kind === 's3' ? await this.target(job) : undefined)?.options.secretAccessKey)
+              (sameS3Credentials(job.destination, dest) ? await s.jobs.destinationSecret(job.id) : undefined))
             : undefined;
         const moved =
           placeKey(dest) !== placeKey(job.destination) ||
@@ -535,12 +541,15 @@ export class TidemarkApi {
         let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
         if (a.destination.kind === 's3' && !secret && a.jobId) {
           const job = await this.job(a.jobId);
-          if (job.destination.kind === 's3') secret = await s.jobs.destinationSecret(job.id);
+          if (sameS3Credentials(job.destination, a.destination))
+            secret = await s.jobs.destinationSecret(job.id);
         }
         if (a.destination.kind === 's3' && !secret)
           throw new ValidationError([
             { path: 'secretAccessKey', message: 'enter the secret access key to test the connection' },
           ]);
+        if (a.destination.kind === 'local' && !path.isAbsolute(a.destination.path))
+          throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
         const t = destinationTarget(a.destination, secret);
         return diagnoseLocation(t.location, t.options);
       },

@@ -91,3 +91,19 @@ export function placeKeyOf(location: string, options: Record<string, unknown>): 
     return location;
   }
 }
+
+/**
+ * Whether a stored S3 secret may be used for destination `b`: only for the same store (scheme, host
+ * and port) and the same access key ID, so a changed address never receives requests signed with it.
+ */
+export function sameS3Credentials(a: Destination, b: Destination): boolean {
+  if (a.kind !== 's3' || b.kind !== 's3') return false;
+  const origin = (e: string) => {
+    try {
+      return new URL(e).origin.toLowerCase();
+    } catch {
+      return e.toLowerCase();
+    }
+  };
+  return origin(a.endpoint) === origin(b.endpoint) && a.accessKeyId === b.accessKeyId;
+}

@@ -250,6 +250,11 @@ async function backupFileBlocks(
   }
   let bytesRead = 0;
   let short = false;
+  let unreported = 0;
+  const report = () => {
+    if (unreported) tell(taskId, { kind: 'read', bytes: unreported });
+    unreported = 0;
+  };
   const readPiece = async (p: { first: number; count: number }): Promise<Buffer> => {
     const off = p.first * B;
     const len = Math.min(p.count * B, size - off);
@@ -262,7 +267,8 @@ async function backupFileBlocks(
     }
     if (got < len) short = true; // shrank while we read: reported as changed below
     bytesRead += got;
-    if (got) tell(taskId, { kind: 'read', bytes: got });
+    unreported += got;
+    if (unreported >= 1024 * 1024) report(); // progress in MiB steps, not a message per block
     await throttle(got);
     return got < len ? buf.subarray(0, got) : buf;
   };
@@ -320,6 +326,7 @@ async function backupFileBlocks(
   } finally {
     // settle reads still in flight (after an error) before the caller closes the file
     await Promise.allSettled(inFlight.map((f) => f.read));
+    report();
   }
   const after = await fh.stat();
   const changedWhileReading = short || after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;

@@ -58,6 +58,14 @@ interface Form {
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
 
+function sameOrigin(a: string, b: string): boolean {
+  try {
+    return new URL(a).origin.toLowerCase() === new URL(b).origin.toLowerCase();
+  } catch {
+    return a.toLowerCase() === b.toLowerCase();
+  }
+}
+
 /** The destination the form describes, as the API takes it. */
 function destinationOf(f: Form): Destination {
   if (f.destKind === 'local') return { kind: 'local', path: f.destination };
@@ -246,6 +254,12 @@ export function JobWizard({ jobId }: { jobId?: string }) {
   const [testing, setTesting] = useState(false);
   const [testError, setTestError] = useState<string | null>(null);
   const destKey = JSON.stringify([input.destination, input.secretAccessKey ?? '']);
+  // the stored secret serves only the same store and key ID (see sameS3Credentials in the API)
+  const secretKept =
+    loaded?.kind === 's3' &&
+    input.destination.kind === 's3' &&
+    sameOrigin(loaded.endpoint, input.destination.endpoint) &&
+    loaded.accessKeyId === input.destination.accessKeyId;
   const destChanged =
     !loaded || JSON.stringify(loaded) !== JSON.stringify(input.destination) || !!form.s3Secret;
   const runTest = async () => {
@@ -255,7 +269,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
       const result = await api.call('destinations.test', {
         destination: input.destination,
         secretAccessKey: input.secretAccessKey,
-        jobId: editing && loaded?.kind === 's3' ? jobId : undefined,
+        jobId: editing && secretKept ? jobId : undefined,
       });
       setTest({ result, key: destKey });
     } catch (err) {
@@ -275,7 +289,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     if (!editing && form.password && form.confirm !== form.password)
       out.confirm = 'the passwords do not match';
     if (form.destKind === 's3') {
-      if (!form.s3Secret && loaded?.kind !== 's3') out.secretAccessKey = 'enter the secret access key';
+      if (!form.s3Secret && !secretKept) out.secretAccessKey = 'enter the secret access key';
       const passed = test?.key === destKey && test.result.ok;
       if (destChanged && !passed && !form.saveAnyway)
         out['destination.test'] =
@@ -292,7 +306,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     form.destKind,
     form.s3Secret,
     form.saveAnyway,
-    loaded,
+    secretKept,
     test,
     destKey,
     destChanged,
@@ -507,7 +521,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 onChange={(v) => set({ s3: v })}
                 secret={form.s3Secret}
                 onSecret={(v) => set({ s3Secret: v })}
-                secretStored={editing && loaded?.kind === 's3'}
+                secretStored={editing && secretKept}
                 error={(k) => shown(k, 'Destination')}
               />
             )}
