@@ -440,6 +440,10 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             const prevIds = prev!.content!;
             for (let i = 0; i < r.content.length; i++) if (r.content[i] === '') r.content[i] = prevIds[i];
           }
+          if (inc)
+            log(
+              `${show(abs)}: block-level tracking: read ${r.bytesRead} of ${node.size ?? 0} bytes (${inc.changed.length} changed ranges)`,
+            );
         }
         await storeBlobs(r.blobs, true);
         progress.filesRead++;
