@@ -35,6 +35,7 @@ import { getPassword } from '../password.js';
 import { addRetentionOptions, retentionFrom, retentionGiven } from '../retention.js';
 import { defaultRepoLocation } from '../program.js';
 import { EXIT, exitCodeFor } from '../exitCodes.js';
+import { describeRequests } from '../../engine/backend/requestlog/index.js';
 
 /** What these commands need from the CLI (src/main/cli/program.ts's CliContext provides it). */
 export interface JobCommandContext {
@@ -382,6 +383,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
             `run ${run.id} of "${j.name}": ${run.status}${run.snapshotId ? `, snapshot ${run.snapshotId.slice(0, 8)}` : ''}` +
               (run.kind === 'full' ? ' (full)' : ''),
             ...(run.error ? [`  error: ${run.error.message}`] : []),
+            ...(run.requests ? [`  repository: ${describeRequests(run.requests)}`] : []),
             ...problems
               .slice(0, 50)
               .map((p) => `  ${p.severity}: ${p.path ? p.path + ': ' : ''}${p.message}`),

@@ -101,7 +101,9 @@ export class RepoLock {
   /** True when the lease ran out without being renewed: others may now treat the lock as stale, so
    *  the holder must not commit anything (a backup fails instead of saving its snapshot). */
   get lapsed(): boolean {
-    return this.now() > this.expiresAt;
+    // a little early: others judge the lease on the store's clock, known to about a second (S3 Date
+    // headers are whole seconds), so the holder stops before anyone could see the lease as run out
+    return this.now() > this.expiresAt - Math.min(2000, this.leaseMs / 10);
   }
 
   /** Throws when the lease lapsed (see `lapsed`). */
