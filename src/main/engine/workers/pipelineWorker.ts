@@ -68,8 +68,13 @@ function ask(taskId: number, event: TaskEvent): Promise<unknown> {
   const seq = ++seqCounter;
   return new Promise((resolve) => {
     waiting.set(`${taskId}:${seq}`, resolve);
+    // sealed blobs and raw chunks each own their ArrayBuffer: moved, not copied
     const transfer =
-      event.kind === 'blobs' ? event.blobs.flatMap((b) => [b.sealed.buffer as ArrayBuffer]) : [];
+      event.kind === 'blobs'
+        ? event.blobs.map((b) => b.sealed.buffer as ArrayBuffer)
+        : event.kind === 'raw'
+          ? event.chunks.map((c) => c.data.buffer as ArrayBuffer)
+          : [];
     port.postMessage({ type: 'event', taskId, seq, event } satisfies FromWorker, transfer);
   });
 }
