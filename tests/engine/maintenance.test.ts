@@ -117,6 +117,19 @@ describe('maintenance owner', () => {
     expect(await maintenanceObjects(racy)).toEqual(['000000000001']);
   }, 60_000);
 
+  it('on such a store, other PCs checking an active owner take no lock and write nothing', async () => {
+    const s = await setup();
+    const racy = new RacyStore(s.mem);
+    await claimMaintenance(racy, s.key, { host: 'pc1', intervalMs: DAY });
+    let writes = 0;
+    const counted = new FaultyBackend(racy, [
+      { op: ['save', 'remove'], effect: { delayMs: 0 }, when: () => (writes++, false) },
+    ]);
+    const d = await maintenanceDue(counted, s.key, { host: 'pc2', intervalMs: DAY });
+    expect(d).toMatchObject({ prune: false, reason: expect.stringMatching(/pc1 maintains this repository/) });
+    expect(writes).toBe(0);
+  });
+
   it('only the owner prunes on schedule, on its interval, and records it', async () => {
     const s = await setup();
     const interval = 7 * DAY;

@@ -170,6 +170,10 @@ function idleMs(r: MaintenanceRecord, storeNow: number): number {
   return storeNow - Date.parse(r.lastPruneAt ?? r.claimedAt);
 }
 
+function ownerReason(r: MaintenanceRecord): string {
+  return `${r.owner} maintains this repository (${r.lastPruneAt ? `last pruned ${r.lastPruneAt}` : `since ${r.claimedAt}, not pruned yet`})`;
+}
+
 export function takeoverAfterMs(r: MaintenanceRecord, minMs = MIN_TAKEOVER_MS): number {
   return Math.max(2 * r.intervalMs, minMs);
 }
@@ -223,7 +227,7 @@ export async function claimMaintenance(
             owner: false,
             changed: false,
             record: r,
-            reason: `${r.owner} maintains this repository (${r.lastPruneAt ? `last pruned ${r.lastPruneAt}` : `since ${r.claimedAt}, not pruned yet`})`,
+            reason: ownerReason(r),
           };
         }
         takeover = {
@@ -309,6 +313,12 @@ export async function maintenanceDue(
 ): Promise<MaintenanceDecision> {
   let cur = (await readMaintenance(backend, key))?.record;
   let claimed: MaintenanceDecision['claimed'];
+  if (cur && cur.owner !== opts.host) {
+    // the usual case for every other PC: the owner is active, nothing to write (and no lock to take)
+    const idle = idleMs(cur, (await storeClock(backend)).now);
+    if (idle < takeoverAfterMs(cur, opts.minTakeoverMs))
+      return { prune: false, reason: `maintenance: ${ownerReason(cur)}`, record: cur };
+  }
   if (!cur || cur.owner !== opts.host) {
     const c = await claimMaintenance(backend, key, opts);
     cur = c.record;
