@@ -277,8 +277,9 @@ async function backupFileBlocks(
     await throttle(got);
     return got < len ? buf.subarray(0, got) : buf;
   };
-  // Up to 16 reads (and 16 MiB) in flight, consumed in order; new blocks go to the main thread in
-  // batches of up to 4 MiB (one dedup query per batch).
+  // Up to 32 reads (and 16 MiB) in flight, consumed in order: scattered blocks need a deep queue, as
+  // random reads one at a time are slow (the libuv pool, UV_THREADPOOL_SIZE, bounds how many really run
+  // at once). New blocks go to the main thread in batches of up to 4 MiB (one dedup query per batch).
   let pending: { id: Buffer; data: Uint8Array }[] = [];
   let pendingBytes = 0;
   const flush = async () => {
