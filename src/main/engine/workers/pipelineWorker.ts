@@ -302,7 +302,7 @@ async function backupFileBlocks(
   const fill = () => {
     while (
       next < pieces.length &&
-      inFlight.length < 16 &&
+      inFlight.length < 32 &&
       (inFlight.length === 0 || flightBytes < 16 * 1024 * 1024)
     ) {
       const piece = pieces[next++];
