@@ -97,6 +97,8 @@ export function createApi(opts: WiringOptions): Wired {
     secrets,
     backup: async (repo, o) => {
       await tracker.setRoots(sources());
+      if (!tracker.blockLevel() && tracker.blockReason)
+        o.log?.(`block-level tracking off (${tracker.blockReason}): large files that changed are read whole`);
       return journalBackup(
         await tracker.journal(),
         repo,
