@@ -366,6 +366,18 @@ export interface RetentionPreview {
 }
 
 /** The result of verifying a job's repository. */
+/** Which host prunes a job's repository on schedule (a repository shared by several PCs). */
+export interface MaintenanceInfo {
+  owner: string;
+  intervalMs: number;
+  claimedAt: string;
+  lastPruneAt: string | null;
+  /** Another host takes over if the owner has not pruned by then. */
+  takeoverAfter: string;
+  /** The last change of owner that was not the first claim. */
+  takeover?: { from: string; reason: string; at: string };
+}
+
 export interface CheckSummary {
   ok: boolean;
   checkedAt: string;
@@ -465,6 +477,7 @@ export const argSchemas = {
     .strict(),
   'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
   'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
+  'jobs.maintenance': z.object({ id }).strict(),
   /** Tries a destination before it is saved. On the edit page, a blank secret with `jobId` uses the stored one. */
   'destinations.test': z
     .object({ destination: destinationSchema, secretAccessKey, jobId: id.optional() })
@@ -532,6 +545,7 @@ export interface ApiResults {
   'jobs.changePassword': { changed: true };
   'jobs.previewRetention': RetentionPreview;
   'jobs.check': CheckSummary;
+  'jobs.maintenance': MaintenanceInfo | null;
   'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;

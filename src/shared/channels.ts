@@ -17,6 +17,7 @@ export const API_METHODS = [
   'jobs.changePassword',
   'jobs.previewRetention',
   'jobs.check',
+  'jobs.maintenance',
   'destinations.test',
   'runs.list',
   'runs.get',

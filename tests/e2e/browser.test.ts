@@ -267,6 +267,11 @@ suite('browser mode, end to end with the real engine', () => {
     await requestsCard.screenshot({ path: path.join(shotDir, '11b-history-requests.png') });
     await shot('11-history');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Settings' }).click();
+    // the backup claimed maintenance of its repository for this computer (nobody had it)
+    await page
+      .getByRole('status', { name: 'Maintenance owner' })
+      .getByText(`Maintained by ${os.hostname()}`)
+      .waitFor();
     await page.getByLabel('Theme', { exact: true }).selectOption('dark');
     await expect.poll(() => page.locator('html').getAttribute('data-theme')).toBe('dark');
     await shot('12-settings-dark');

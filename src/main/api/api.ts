@@ -537,6 +537,11 @@ export class TidemarkApi {
         this.emit('jobs.changed', { jobId: job.id });
         return summary;
       },
+      'jobs.maintenance': async (a) => {
+        const job = await this.job(a.id);
+        if (!s.engine.maintenance) return null;
+        return s.engine.maintenance(await this.repoFor(job));
+      },
       'destinations.test': async (a) => {
         let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
         if (a.destination.kind === 's3' && !secret && a.jobId) {

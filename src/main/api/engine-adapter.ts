@@ -18,6 +18,8 @@ import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { forget } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
+import { readMaintenance, takeoverAfterMs } from '../engine/repo/maintenance.js';
+import type { MaintenanceInfo } from '../../shared/api.js';
 import type { Engine, RepoHandle } from './services.js';
 
 class RealHandle implements RepoHandle {
@@ -88,6 +90,20 @@ export class RealEngine implements Engine {
 
   check(handle: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport> {
     return check((handle as RealHandle).repo, opts);
+  }
+
+  async maintenance(handle: RepoHandle): Promise<MaintenanceInfo | null> {
+    const repo = (handle as RealHandle).repo;
+    const r = (await readMaintenance(repo.backend, repo.key))?.record;
+    if (!r) return null;
+    return {
+      owner: r.owner,
+      intervalMs: r.intervalMs,
+      claimedAt: r.claimedAt,
+      lastPruneAt: r.lastPruneAt,
+      takeoverAfter: new Date(Date.parse(r.lastPruneAt ?? r.claimedAt) + takeoverAfterMs(r)).toISOString(),
+      ...(r.takeover ? { takeover: r.takeover } : {}),
+    };
   }
 
   async changePassword(

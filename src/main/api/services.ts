@@ -17,6 +17,7 @@ import type {
   FileVersion,
   Job,
   LiveRun,
+  MaintenanceInfo,
   RunDetail,
   RunSummary,
   SearchHit,
@@ -59,6 +60,8 @@ export interface Engine {
   repoBytes?(location: string): Promise<number | null>;
   /** Verifies a repository (structure, or every byte with readData). */
   check?(repo: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport>;
+  /** Who prunes the repository on schedule (null: nobody yet); absent: the engine cannot tell. */
+  maintenance?(repo: RepoHandle): Promise<MaintenanceInfo | null>;
   /** True when backup() honours `pauseGate`. */
   readonly supportsPause: boolean;
 }

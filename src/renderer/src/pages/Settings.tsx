@@ -1,9 +1,68 @@
-/** Settings: theme, notifications, start at login, defaults for compression/throughput/workers, and passwords. */
-import { useState } from 'react';
+/** Settings: theme, notifications, start at login, defaults for compression/throughput/workers, passwords,
+ *  and which host maintains (prunes) each job's repository. */
+import { useEffect, useState } from 'react';
 import { useApp } from '../stores/app';
 import { useJobs } from '../stores/jobs';
-import { api, errorMessage } from '../api';
+import { api, errorMessage, type MaintenanceInfo } from '../api';
+import { dateTime } from '../format';
 import { Field } from '../components/ui';
+
+/** Which host prunes a job's repository on schedule (several PCs may share one repository). */
+function Maintenance() {
+  const jobs = useJobs((s) => s.jobs);
+  const [jobId, setJobId] = useState('');
+  const [info, setInfo] = useState<MaintenanceInfo | null | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+  const id = jobId || jobs[0]?.id || '';
+  useEffect(() => {
+    if (!id) return;
+    let live = true;
+    setInfo(undefined);
+    setError(null);
+    api.call('jobs.maintenance', { id }).then(
+      (r) => live && setInfo(r),
+      (err) => live && setError(errorMessage(err)),
+    );
+    return () => {
+      live = false;
+    };
+  }, [id]);
+  if (!jobs.length) return <p className="muted">Create a job first.</p>;
+  const days = (ms: number) => `${+(ms / 86_400_000).toFixed(1)} day(s)`;
+  return (
+    <div className="form-grid two">
+      <Field label="Job" htmlFor="maint-job">
+        <select id="maint-job" value={id} onChange={(e) => setJobId(e.target.value)}>
+          {jobs.map((j) => (
+            <option key={j.id} value={j.id}>
+              {j.name}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <div role="status" aria-label="Maintenance owner">
+        {error ? (
+          <p className="error-banner">{error}</p>
+        ) : info === undefined ? (
+          <p className="muted small">Reading the repository…</p>
+        ) : info === null ? (
+          <p className="small">Nobody maintains this repository yet: the next scheduled backup claims it.</p>
+        ) : (
+          <>
+            <p className="small">
+              Maintained by <strong>{info.owner}</strong> (prunes every {days(info.intervalMs)}; last prune{' '}
+              {info.lastPruneAt ? dateTime(info.lastPruneAt) : 'not yet'}).
+            </p>
+            <p className="muted small">
+              Another computer takes over if it has not pruned by {dateTime(info.takeoverAfter)}.
+              {info.takeover ? ` Took over from ${info.takeover.from}: ${info.takeover.reason}.` : ''}
+            </p>
+          </>
+        )}
+      </div>
+    </div>
+  );
+}
 
 function PasswordChange() {
   const jobs = useJobs((s) => s.jobs);
@@ -168,6 +227,10 @@ export function SettingsPage() {
       <div className="card">
         <h2 className="section-title">Repository password</h2>
         <PasswordChange />
+      </div>
+      <div className="card">
+        <h2 className="section-title">Repository maintenance</h2>
+        <Maintenance />
       </div>
     </section>
   );
