@@ -41,12 +41,33 @@ export class RequestLogBackend implements Backend {
     byOp: { save: 0, load: 0, stat: 0, remove: 0, list: 0, exists: 0, init: 0 },
   };
 
+  /** Present when the store can write an object from consecutive parts (a pack as its blobs, without
+   *  joining them first): forwarded so the log does not cost that, and logged as one save. */
+  readonly saveParts?: (
+    type: ObjectType,
+    name: string,
+    parts: readonly Uint8Array[],
+    options?: SaveOptions,
+  ) => Promise<void>;
+
   constructor(
     readonly inner: Backend,
     private readonly sink: (record: RequestRecord) => void = () => {},
     private readonly now: () => number = Date.now,
   ) {
     this.location = inner.location;
+    const withParts = inner as { saveParts?: RequestLogBackend['saveParts'] };
+    if (withParts.saveParts) {
+      const saveParts = withParts.saveParts.bind(inner);
+      this.saveParts = (type, name, parts, options) =>
+        this.logged(
+          'save',
+          type,
+          name,
+          () => parts.reduce((n, p) => n + p.length, 0),
+          () => saveParts(type, name, parts, options),
+        );
+    }
   }
 
   private record(r: RequestRecord): void {

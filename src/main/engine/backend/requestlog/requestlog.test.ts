@@ -84,3 +84,24 @@ describe('request log collector (what a run history keeps)', () => {
     expect(s.requests).toBe(6);
   });
 });
+
+describe('request log over a store that writes objects from parts', () => {
+  it('forwards saveParts (only where the store has it) and logs it as one save', async () => {
+    const mem = new MemoryBackend();
+    const written: string[] = [];
+    const store = Object.assign(mem, {
+      async saveParts(type: 'data', name: string, parts: readonly Uint8Array[]) {
+        written.push(name);
+        await mem.save(type, name, Buffer.concat(parts));
+      },
+    });
+    const records: RequestRecord[] = [];
+    const b = new RequestLogBackend(store, (r) => records.push(r));
+    await b.saveParts!('data', 'p1', [Buffer.alloc(3), Buffer.alloc(4)]);
+    expect(written).toEqual(['p1']);
+    expect((await b.load('data', 'p1')).length).toBe(7);
+    expect(records[0]).toMatchObject({ op: 'save', type: 'data', name: 'p1', bytes: 7, ok: true });
+    expect(b.totals.bytesUp).toBe(7);
+    expect(new RequestLogBackend(new MemoryBackend()).saveParts).toBeUndefined();
+  });
+});
