@@ -31,6 +31,14 @@ export interface Backend {
   readonly location: string;
   /** Stores an object atomically: readers see either nothing or the whole object. */
   save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void>;
+  /** Optional: stores an object given as consecutive parts (a pack as its blobs) without copying them
+   *  into one buffer first. Callers fall back to `save` of the concatenation where it is absent. */
+  saveParts?(
+    type: ObjectType,
+    name: string,
+    parts: readonly Uint8Array[],
+    options?: SaveOptions,
+  ): Promise<void>;
   /** Reads a whole object, or `length` bytes from `offset`. Throws NotFoundError when missing. */
   load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer>;
   /** Size of an object. Throws NotFoundError when missing. */

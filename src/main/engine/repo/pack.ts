@@ -123,19 +123,27 @@ export class PackBuilder {
     this.size += sealed.length;
   }
 
-  /** Returns the pack's bytes and blob list and resets the builder. */
-  finish(): { id: string; bytes: Buffer; blobs: PackedBlob[] } {
+  /** Returns the pack's bytes (as its parts, in order: the blobs, then the header), its size and blob
+   *  list, and resets the builder. The parts are not concatenated (see savePack). */
+  finish(): { id: string; parts: Buffer[]; size: number; blobs: PackedBlob[] } {
     const header = encodeHeader(this.key, this.blobs);
     this.hasher.update(header);
     const id = this.hasher.digest('hex');
-    const bytes = Buffer.concat([...this.parts, header]);
+    const parts = [...this.parts, header];
+    const size = this.size + header.length;
     const blobs = this.blobs;
     this.parts = [];
     this.blobs = [];
     this.hasher = new Blake3Hasher();
     this.size = 0;
-    return { id, bytes, blobs };
+    return { id, parts, size, blobs };
   }
+}
+
+/** Stores a pack given as parts: a gathered write where the backend offers one, else one buffer. */
+export function savePack(backend: Backend, id: string, parts: readonly Uint8Array[]): Promise<void> {
+  if (backend.saveParts) return backend.saveParts('data', id, parts);
+  return backend.save('data', id, parts.length === 1 ? parts[0] : Buffer.concat(parts));
 }
 
 export function locationsOf(pack: string, blobs: PackedBlob[]): [Buffer, BlobLocation][] {

@@ -23,7 +23,7 @@ import { openKey, writeKey, listKeys, type KeyInfo } from './keys.js';
 import { decodeObject, encodeObject, loadJson, saveJson } from './objects.js';
 import { BlobIndex, BlobType, type BlobLocation } from './blobIndex.js';
 import { encodeIndex, decodeIndex, type IndexPack } from './indexFile.js';
-import { PackBuilder, openBlob, sealBlob, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
+import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
 import { decodeTree, encodeTree } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree } from './types.js';
@@ -251,13 +251,12 @@ export class Repository {
     if (b.count === 0) return;
     // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
     // pack (a full pack never grows, and no caller uploads an empty one).
-    const { id, bytes, blobs } = b.finish();
+    const { id, parts, size, blobs } = b.finish();
     while (this.uploads.size >= MAX_UPLOADS) await Promise.race(this.uploads);
     if (this.uploadError) throw this.uploadError;
-    const p = this.backend
-      .save('data', id, bytes)
+    const p = savePack(this.backend, id, parts)
       .then(() => {
-        this.stats.storedBytes += bytes.length;
+        this.stats.storedBytes += size;
         this.registerPack(id, blobs);
       })
       .catch((err) => {

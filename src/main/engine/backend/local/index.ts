@@ -33,6 +33,20 @@ function translate(err: unknown, what: string): unknown {
   return err;
 }
 
+/** Writes buffers in order with as few writev calls as the kernel allows (it may write less than asked). */
+async function writeAll(fh: fs.FileHandle, parts: readonly Uint8Array[]): Promise<void> {
+  let rest = parts.filter((p) => p.length > 0);
+  while (rest.length) {
+    // at most 1024 buffers per call (IOV_MAX on Linux)
+    const batch = rest.slice(0, 1024);
+    let { bytesWritten: n } = await fh.writev(batch);
+    let i = 0;
+    while (i < batch.length && n >= batch[i].length) n -= batch[i++].length;
+    rest = rest.slice(i);
+    if (n > 0) rest[0] = rest[0].subarray(n); // partly written
+  }
+}
+
 export class LocalBackend implements Backend {
   readonly location: string;
   private readonly root: string;
@@ -60,7 +74,26 @@ export class LocalBackend implements Backend {
     this.madeDirs.add(dir);
   }
 
-  async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+  save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+    return this.saveWith(type, name, (fh) => fh.writeFile(data), options);
+  }
+
+  /** A pack as its blobs: one gathered write (writev) instead of a concatenated copy in memory. */
+  saveParts(
+    type: ObjectType,
+    name: string,
+    parts: readonly Uint8Array[],
+    options?: SaveOptions,
+  ): Promise<void> {
+    return this.saveWith(type, name, (fh) => writeAll(fh, parts), options);
+  }
+
+  private async saveWith(
+    type: ObjectType,
+    name: string,
+    write: (fh: fs.FileHandle) => Promise<void>,
+    options?: SaveOptions,
+  ): Promise<void> {
     const final = this.pathOf(type, name);
     const dir = path.dirname(final);
     const tmp = path.join(dir, `.tmp-${name}-${crypto.randomBytes(6).toString('hex')}`);
@@ -68,7 +101,7 @@ export class LocalBackend implements Backend {
       await this.ensureDir(dir);
       const fh = await fs.open(tmp, 'wx', 0o600);
       try {
-        await fh.writeFile(data);
+        await write(fh);
         await fh.sync();
       } finally {
         await fh.close();
