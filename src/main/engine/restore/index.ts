@@ -2,8 +2,10 @@
  * Restore: materialise files from a snapshot.
  * Plan first (walk the trees, select what `include` asks for, decide per existing file with the
  * overwrite policy), then read each needed pack once, in order, in coalesced ranges; workers decrypt,
- * decompress and verify blobs; the main thread writes them at their offsets into pre-sized files
- * (all-zero chunks are not written, so sparse files stay sparse). Metadata comes last: files, then
+ * decompress and verify blobs and write them with synchronous calls: whole single-blob files, and the
+ * pieces of larger files at their offsets into files the main thread created and sized first (all-zero
+ * chunks are not written, so sparse files stay sparse; plaintext never comes back to the main thread).
+ * Files in folders this run created are not looked up first. Metadata comes last: files, then
  * hardlinks and symlinks, then directories deepest first (so their mtimes stick).
  * Guarantees: never writes outside the target folder — names are validated, parents are verified to
  * be real directories, files are opened with O_NOFOLLOW, symlinks are created only at the end.
@@ -35,8 +37,10 @@ interface PlannedFile {
   node: TreeNode;
   remaining: number;
   failed?: string;
-  /** Created (and sized) by its first open. */
+  /** Created (and sized) by a worker writing it whole, or by `prepare`. */
   created?: boolean;
+  /** Set once `prepare` started creating and sizing it. */
+  ready?: Promise<void>;
 }
 
 interface PlannedDir {
@@ -51,12 +55,6 @@ interface Use {
 }
 
 const SEP = Buffer.from(path.sep);
-const ZERO = Buffer.alloc(8 * 1024 * 1024);
-
-function isZero(b: Uint8Array): boolean {
-  if (b.length > ZERO.length) return Buffer.from(b.buffer, b.byteOffset, b.byteLength).every((x) => x === 0);
-  return Buffer.compare(Buffer.from(b.buffer, b.byteOffset, b.byteLength), ZERO.subarray(0, b.length)) === 0;
-}
 
 export async function restore(repo: Repository, opts: RestoreOptions): Promise<RestoreResult> {
   const started = Date.now();
@@ -168,36 +166,43 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
 
     // ---- directories -------------------------------------------------------------------------
     const knownDirs = new Set<string>();
-    await ensureDir(target, target, knownDirs);
-    for (const d of dirs) await ensureDir(d.abs, target, knownDirs);
+    const madeDirs = new Set<string>(); // created by this run: nothing in them is in the way
+    await ensureDir(target, target, knownDirs, madeDirs);
+    for (const d of dirs) await ensureDir(d.abs, target, knownDirs, madeDirs);
 
     // ---- decide per existing file ----------------------------------------------------------
     const toWrite: PlannedFile[] = [];
-    await mapLimit(files, 16, async (f) => {
-      let existing;
-      try {
-        existing = await fs.lstat(f.abs);
-      } catch {
+    const fresh = (f: PlannedFile) => madeDirs.has(path.dirname(f.abs.toString('latin1')));
+    for (const f of files) if (fresh(f)) toWrite.push(f);
+    await mapLimit(
+      files.filter((f) => !fresh(f)),
+      16,
+      async (f) => {
+        let existing;
+        try {
+          existing = await fs.lstat(f.abs);
+        } catch {
+          toWrite.push(f);
+          return;
+        }
+        if (existing.isDirectory()) {
+          errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
+          return;
+        }
+        if (
+          policy === 'skip' ||
+          (policy === 'if-newer' && existing.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))
+        ) {
+          skippedCount++;
+          progress.filesTotal--;
+          progress.bytesTotal -= f.node.size ?? 0;
+          return;
+        }
+        if (policy === 'keep-both') f.abs = await freeName(f.abs);
+        else await fs.rm(f.abs, { force: true }); // never write through an existing symlink or hardlink
         toWrite.push(f);
-        return;
-      }
-      if (existing.isDirectory()) {
-        errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
-        return;
-      }
-      if (
-        policy === 'skip' ||
-        (policy === 'if-newer' && existing.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))
-      ) {
-        skippedCount++;
-        progress.filesTotal--;
-        progress.bytesTotal -= f.node.size ?? 0;
-        return;
-      }
-      if (policy === 'keep-both') f.abs = await freeName(f.abs);
-      else await fs.rm(f.abs, { force: true }); // never write through an existing symlink or hardlink
-      toWrite.push(f);
-    });
+      },
+    );
 
     // ---- content -----------------------------------------------------------------------------
     progress.phase = 'restoring';
@@ -246,10 +251,29 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       },
       opts.workers ?? defaultWorkerCount(),
     );
-    const handles = new HandleCache();
+    /** Creates the file empty at its final size (sparse) once, before any piece is written into it. */
+    const prepare = (f: PlannedFile): Promise<void> => {
+      f.created = true;
+      f.ready ??= (async () => {
+        const fh = await fs.open(f.abs, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600);
+        try {
+          if (f.node.size) await fh.truncate(f.node.size);
+        } finally {
+          await fh.close();
+        }
+      })().catch((err: NodeJS.ErrnoException) => {
+        if (f.failed) return;
+        f.failed = err.message;
+        errors.push({
+          path: f.display,
+          code: err.code ?? 'EIO',
+          message: `cannot restore ${f.display}: ${err.message}`,
+        });
+      });
+      return f.ready;
+    };
     const finished = async (f: PlannedFile) => {
-      if (!f.created && !f.failed) await handles.get(f); // nothing had to be written: create it, sized (sparse)
-      await handles.close(f);
+      if (!f.failed) await prepare(f); // nothing had to be written: create it, sized (sparse)
       if (f.failed) {
         await fs.rm(f.abs, { force: true });
         return;
@@ -284,8 +308,9 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
           }
           // Files made of a single blob are written whole by the worker that decodes it (synchronous
-          // calls, off this thread); the rest are written here at their offsets.
+          // calls, off this thread); pieces of other files are written by it too, at their offsets.
           const whole: PlannedFile[][] = [];
+          const pieces: Use[][] = [];
           const items = range.blobs.map((b, i) => {
             const all = uses.get(b.id) ?? [];
             const mine = all.filter(
@@ -293,6 +318,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             );
             whole[i] = mine.map((u) => u.file);
             for (const f of whole[i]) f.created = true; // claimed by the worker
+            pieces[i] = all.filter((u) => !mine.includes(u));
             return {
               id: b.id,
               offset: b.loc.offset - range.start,
@@ -306,8 +332,17 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
                 gid: f.node.gid,
                 mtimeNs: f.node.mtimeNs,
               })),
-              needPlain: mine.length < all.length,
+              parts: [] as { path: Uint8Array; offset: number }[],
+              needPlain: false,
             };
+          });
+          // files receiving pieces exist at their full size before a worker writes into them
+          const targets = new Set<PlannedFile>();
+          for (const p of pieces) for (const u of p) if (!u.file.failed) targets.add(u.file);
+          await mapLimit([...targets], 16, prepare);
+          items.forEach((it, i) => {
+            for (const u of pieces[i])
+              if (!u.file.failed) it.parts.push({ path: u.file.abs, offset: u.offset });
           });
           let result: DecodeResult;
           if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
@@ -339,39 +374,29 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
               }
             });
           });
-          // write every other use of every blob of this range, several files at a time
-          const jobs: { i: number; use: Use }[] = [];
+          // the pieces the worker wrote (or could not); files with every piece written are finished
+          const complete: PlannedFile[] = [];
           items.forEach((it, i) => {
-            for (const use of uses.get(it.id) ?? []) if (!whole[i].includes(use.file)) jobs.push({ i, use });
-          });
-          await mapLimit(jobs, 8, async ({ i, use }) => {
             const r = result.items[i];
-            const id = items[i].id;
-            const f = use.file;
-            if (!r.ok)
-              fail(f, `blob ${id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
-            else if (!f.failed && !isZero(r.plain)) {
-              const fh = await handles.get(f);
-              let done = 0;
-              while (done < r.plain.length) {
-                const { bytesWritten } = await fh.write(
-                  r.plain,
-                  done,
-                  r.plain.length - done,
-                  use.offset + done,
-                );
-                done += bytesWritten;
-              }
+            let k = 0;
+            for (const use of pieces[i]) {
+              const f = use.file;
+              const written = it.parts[k]?.path === f.abs && it.parts[k].offset === use.offset;
+              const err = !r.ok ? undefined : written ? r.parts?.[k] : null;
+              if (written) k++;
+              if (!r.ok)
+                fail(f, `blob ${it.id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
+              else if (err) fail(f, err.message);
+              else progress.bytesDone += it.rawLength;
+              progress.currentFile = f.display;
+              if (--f.remaining === 0) complete.push(f);
             }
-            if (r.ok) progress.bytesDone += r.plain.length;
-            progress.currentFile = f.display;
-            if (--f.remaining === 0) await finished(f);
           });
+          await mapLimit(complete, 16, finished);
         }
       }
     };
     await Promise.all([worker(), worker(), worker()]);
-    await handles.closeAll();
 
     // ---- links and metadata -------------------------------------------------------------------
     progress.phase = 'metadata';
@@ -435,7 +460,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
  * Creates a directory (and parents) below root, refusing to go through anything but real directories:
  * a file or symlink in the way is replaced, never followed. `known` remembers verified folders.
  */
-async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>): Promise<void> {
+async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>, made: Set<string>): Promise<void> {
   const rootStr = root.toString('latin1');
   const rel = path.relative(rootStr, abs.toString('latin1'));
   const parts = rel ? rel.split(path.sep) : [];
@@ -451,9 +476,14 @@ async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>): Promise
       await fs.rm(pb, { force: true });
     }
     if (!st || !st.isDirectory()) {
-      await fs.mkdir(pb, { recursive: p === rootStr, mode: 0o700 }).catch((err) => {
-        if (err.code !== 'EEXIST') throw err;
-      });
+      const createdNow = await fs.mkdir(pb, { recursive: p === rootStr, mode: 0o700 }).then(
+        () => true,
+        (err) => {
+          if (err.code !== 'EEXIST') throw err;
+          return false;
+        },
+      );
+      if (createdNow) made.add(p);
       if (!(await fs.lstat(pb)).isDirectory()) throw new UnsafePathError(`${p} is not a folder`);
     }
     known.add(p);
@@ -500,41 +530,4 @@ function coalesce(
     } else out.push({ start: b.loc.offset, end, blobs: [b] });
   }
   return out;
-}
-
-/** Keeps a bounded number of output files open; the first open creates and sizes the file. */
-class HandleCache {
-  private readonly open = new Map<PlannedFile, Promise<fs.FileHandle>>();
-  async get(f: PlannedFile): Promise<fs.FileHandle> {
-    let h = this.open.get(f);
-    if (h) {
-      this.open.delete(f);
-      this.open.set(f, h);
-      return h;
-    }
-    if (this.open.size >= 64) {
-      const [oldF, oldH] = this.open.entries().next().value!;
-      this.open.delete(oldF);
-      await (await oldH).close();
-    }
-    if (!f.created) {
-      f.created = true;
-      h = fs.open(f.abs, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600).then(async (fh) => {
-        if (f.node.size) await fh.truncate(f.node.size);
-        return fh;
-      });
-    } else h = fs.open(f.abs, C.O_WRONLY | C.O_NOFOLLOW);
-    this.open.set(f, h);
-    return h;
-  }
-  async close(f: PlannedFile): Promise<void> {
-    const h = this.open.get(f);
-    if (!h) return;
-    this.open.delete(f);
-    await (await h).close();
-  }
-  async closeAll(): Promise<void> {
-    for (const h of this.open.values()) await (await h).close().catch(() => {});
-    this.open.clear();
-  }
 }

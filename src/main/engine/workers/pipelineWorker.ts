@@ -52,6 +52,18 @@ const idKey = Buffer.from(init.idKey);
 const cdc = new FastCDC(init.chunker, gearTable(Buffer.from(init.chunkerSeed, 'hex')));
 const READ_BLOCK = Math.max(8 * 1024 * 1024, 2 * init.chunker.max);
 
+// Read blocks are reused from file to file: a fresh multi-MiB buffer per file is freed only when this
+// thread's garbage collector gets round to it (its JS heap is tiny, so rarely), and dead buffers pile
+// up as resident memory. Files that fit in a much smaller buffer get one of their own.
+const freeBlocks: Buffer[] = [];
+function takeBlock(size: number): Buffer {
+  if (size + 1 < READ_BLOCK / 8) return Buffer.allocUnsafe(Math.max(1, size + 1));
+  return freeBlocks.pop() ?? Buffer.allocUnsafeSlow(READ_BLOCK);
+}
+function giveBlock(buf: Buffer): void {
+  if (buf.length === READ_BLOCK && freeBlocks.length < 4) freeBlocks.push(buf);
+}
+
 if (init.lowPriority) {
   try {
     os.setPriority(0, 19); // this thread only (Linux: setpriority on the calling thread)
@@ -98,9 +110,12 @@ async function throttle(bytes: number): Promise<void> {
 function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
   const c = maybeCompress(data, init.compressionLevel);
   const sealed = seal(encKey, c.data, id);
-  // a fresh ArrayBuffer of its own, so it can be transferred
-  const own = new Uint8Array(sealed.length);
-  own.set(sealed);
+  // an ArrayBuffer of its own, so it can be transferred (copied when it is a slice of a shared pool)
+  let own: Uint8Array = sealed;
+  if (sealed.byteOffset !== 0 || sealed.byteLength !== sealed.buffer.byteLength) {
+    own = new Uint8Array(sealed.length);
+    own.set(sealed);
+  }
   return { id: new Uint8Array(id), sealed: own, rawLength: data.length, compressed: c.compressed };
 }
 
@@ -384,13 +399,14 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
       await fh.close();
     }
   }
+  let block: Buffer | undefined;
   try {
     const content: string[] = [];
     let bytesRead = 0;
     const speculative: SealedBlobMsg[] = [];
     // Small files: one read, one chunk, no round trip — the blob travels with the result.
     const small = task.size < init.chunker.min;
-    const buf = Buffer.allocUnsafe(Math.max(1, Math.min(READ_BLOCK, task.size + 1)));
+    const buf = (block = takeBlock(task.size));
     let start = 0; // first unconsumed byte in buf
     let end = 0; // end of valid data
     let eof = false;
@@ -440,6 +456,7 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
       after.size !== bytesRead || after.size !== task.size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
     return { content, bytesRead, size: bytesRead, changedWhileReading, blobs: speculative };
   } finally {
+    if (block) giveBlock(block);
     await fh.close();
   }
 }
@@ -544,6 +561,23 @@ function writeWholeFile(w: FileWrite, plain: Buffer, chown: boolean): void {
   setTimesSync(p, w.mtimeNs);
 }
 
+/** Writes a restored blob into a file the main thread created and sized; zeros are left as a hole. */
+function writePart(part: { path: Uint8Array; offset: number }, plain: Buffer): void {
+  let zero = true;
+  for (let o = 0; zero && o < plain.length; o += ZEROS.length) {
+    const piece = plain.subarray(o, o + ZEROS.length);
+    zero = piece.equals(ZEROS.subarray(0, piece.length));
+  }
+  if (zero) return;
+  const fd = openSync(Buffer.from(part.path), FS.O_WRONLY | FS.O_NOFOLLOW);
+  try {
+    let done = 0;
+    while (done < plain.length) done += writeSync(fd, plain, done, plain.length - done, part.offset + done);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer[] } {
   const transfer: ArrayBuffer[] = [];
   const items = task.items.map((it) => {
@@ -568,11 +602,20 @@ function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer
         return { message: e.message, code: e.code };
       }
     });
-    if (it.needPlain === false) return { ok: true as const, plain: new Uint8Array(0), writes };
+    const parts = it.parts?.map((part) => {
+      try {
+        writePart(part, plain);
+        return null;
+      } catch (err) {
+        const e = err as NodeJS.ErrnoException;
+        return { message: e.message, code: e.code };
+      }
+    });
+    if (it.needPlain === false) return { ok: true as const, plain: new Uint8Array(0), writes, parts };
     const own = new Uint8Array(plain.length);
     own.set(plain);
     transfer.push(own.buffer);
-    return { ok: true as const, plain: own, writes };
+    return { ok: true as const, plain: own, writes, parts };
   });
   return { result: { items }, transfer };
 }

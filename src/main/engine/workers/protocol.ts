@@ -65,7 +65,10 @@ export interface DecodeTask {
     rawLength: number;
     /** Restore: whole files made of just this blob, written by the worker (synchronous I/O). */
     writes?: FileWrite[];
-    /** Return the plaintext too (other files use the blob at some offset). Default true. */
+    /** Restore: pieces of larger files, written by the worker at their offsets into files the main
+     *  thread already created and sized (all-zero blobs are not written, so holes stay sparse). */
+    parts?: { path: Uint8Array; offset: number }[];
+    /** Return the plaintext too. Default true. */
     needPlain?: boolean;
   }[];
   /** Set owner and group on written files (running as root). */
@@ -127,7 +130,12 @@ export interface BackupFileResult {
 
 export interface DecodeResult {
   items: (
-    | { ok: true; plain: Uint8Array; writes?: ({ message: string; code?: string } | null)[] }
+    | {
+        ok: true;
+        plain: Uint8Array;
+        writes?: ({ message: string; code?: string } | null)[];
+        parts?: ({ message: string; code?: string } | null)[];
+      }
     | { ok: false; message: string }
   )[];
 }
