@@ -4,6 +4,7 @@
  * from a live owner without --force, and record a forced takeover.
  */
 import { describe, it, expect } from 'vitest';
+import os from 'node:os';
 import path from 'node:path';
 import { tempDir, writeTree, randomBytes, runCli, listRepoFiles } from '../helpers/fixtures.js';
 
@@ -60,11 +61,19 @@ describe('tidemark CLI: requests and maintenance', () => {
     });
     const text = await runCli(['-r', repo, 'maintenance', 'show']);
     expect(text.stdout).toMatch(/maintenance owner: pc2 .*\n {2}prunes every 3 days; last prune: not yet/);
+    // a manual prune from any host works; it counts as the owner's prune only on the owner
+    expect((await runCli(['-r', repo, 'prune'])).code).toBe(0);
+    expect((await runCli(['-r', repo, '--json', 'maintenance', 'show'])).json.lastPruneAt).toBeNull();
     // records live encrypted in the repository's maintenance folder
     const files = (await listRepoFiles(repo)).map((f) => f.replace(/:\d+$/, ''));
     expect(files.filter((f) => f.startsWith('maintenance/'))).toEqual([
       'maintenance/000000000001',
       'maintenance/000000000002',
     ]);
+    expect((await runCli(['-r', repo, 'maintenance', 'claim', '--force'])).code).toBe(0); // this computer
+    expect((await runCli(['-r', repo, 'prune'])).code).toBe(0);
+    const mine = (await runCli(['-r', repo, '--json', 'maintenance', 'show'])).json;
+    expect(mine).toMatchObject({ owner: os.hostname(), event: 'prune', generation: 4 });
+    expect(mine.lastPruneAt).not.toBeNull();
   }, 120_000);
 });

@@ -10,6 +10,9 @@ import { Repository, initRepository, openRepository } from '../engine/repo/repos
 import { openBackend } from '../engine/backend/open.js';
 import { RequestLogCollector, describeRequests } from '../engine/backend/requestlog/index.js';
 import { clockSkewWarning, storeClock } from '../engine/repo/lock.js';
+import { readMaintenance, recordPrune } from '../engine/repo/maintenance.js';
+import type { Backend } from '../engine/backend/types.js';
+import type { MasterKey } from '../engine/crypto/index.js';
 import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { check } from '../engine/check/index.js';
@@ -516,13 +519,16 @@ export function buildProgram(
       Number,
     )
     .action(async (o) => {
-      const r = await withRepo((repo) =>
-        prune(repo, {
+      const r = await withRepo(async (repo) => {
+        const result = await prune(repo, {
           dryRun: o.dryRun,
           signal,
           lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
-        }),
-      );
+        });
+        // a manual prune by the maintenance owner counts as its prune (others' prunes change nothing)
+        if (!o.dryRun) await recordOwnPrune(repo.backend, repo.key, os.hostname()).catch(() => {});
+        return result;
+      });
       print(
         () =>
           `${o.dryRun ? 'would remove' : 'removed'} ${r.packsRemoved} packs (${r.packsRewritten} rewritten), ${r.blobsRemoved} unused blobs, ${fmtBytes(r.bytesFreed)} freed`,
@@ -586,6 +592,12 @@ export function buildProgram(
 
   for (const r of registrars) r(program, ctx);
   return { program, exitCode: () => exitCode };
+}
+
+/** Records a prune in the repository's maintenance record when `host` is its owner. */
+async function recordOwnPrune(backend: Backend, key: MasterKey, host: string): Promise<void> {
+  const cur = (await readMaintenance(backend, key))?.record;
+  if (cur?.owner === host) await recordPrune(backend, key, { host, intervalMs: cur.intervalMs });
 }
 
 /** Test hook: TIDEMARK_TEST_KDF_N lowers scrypt cost for test repositories (never for real use). */
