@@ -448,6 +448,14 @@ export interface AppInfo {
   homeDir: string;
   /** True when a native folder picker exists (Electron); otherwise the UI uses fs.listDirs. */
   nativePicker: boolean;
+  /** The change tracking in effect (absent where no tracker runs, e.g. with a test engine). */
+  tracking?: {
+    folders: number;
+    /** fanotify / inotify / usn, or null: backups scan everything. */
+    journal: string | null;
+    blockLevel: boolean;
+    blockReason?: string;
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -272,6 +272,13 @@ suite('browser mode, end to end with the real engine', () => {
       .getByRole('status', { name: 'Maintenance owner' })
       .getByText(`Maintained by ${os.hostname()}`)
       .waitFor();
+    // the change tracking in effect, as the tracker reports it (fanotify/inotify; blocks on or off with why)
+    const tracking = wired.services.tracking!();
+    const trackingCard = page.getByRole('status', { name: 'Change tracking' });
+    if (tracking.journal) await trackingCard.getByText(`${tracking.journal} change journal over`).waitFor();
+    await trackingCard
+      .getByText(tracking.blockLevel ? /^on: VM disks and databases/ : /^off — file-level tracking only \(/)
+      .waitFor();
     await page.getByLabel('Theme', { exact: true }).selectOption('dark');
     await expect.poll(() => page.locator('html').getAttribute('data-theme')).toBe('dark');
     await shot('12-settings-dark');

@@ -403,6 +403,7 @@ export class TidemarkApi {
         ...s.info,
         platform: process.platform,
         nativePicker: !!s.desktop?.pickFolder,
+        ...(s.tracking ? { tracking: s.tracking() } : {}),
       }),
       'settings.get': async () => s.settings.getSettings(),
       'settings.update': async (changes) => {

@@ -12,6 +12,7 @@ import type {
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
 import type { BackendOptions } from '../engine/backend/open.js';
+import type { AppInfo } from '../../shared/api.js';
 import type {
   BrowseEntry,
   FileVersion,
@@ -143,4 +144,6 @@ export interface ApiServices {
     defaultRepoDir: string;
     homeDir: string;
   };
+  /** The change tracking in effect, when a tracker runs. */
+  tracking?: () => NonNullable<AppInfo['tracking']>;
 }

@@ -120,6 +120,7 @@ export function createApi(opts: WiringOptions): Wired {
     desktop: opts.desktop,
     runner: (emit) => new CatalogRunner(catalog, jobs, scheduler, emit),
     info,
+    tracking: () => tracker.status(),
   };
   return {
     api: new TidemarkApi(services),

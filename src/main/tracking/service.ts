@@ -27,6 +27,17 @@ export interface BlockLevel {
   dir: string;
 }
 
+/** The change tracking in effect (DESIGN.md §3). */
+export interface ChangeTrackingStatus {
+  /** How many folders are tracked (the union of the jobs' sources). */
+  folders: number;
+  /** The change journal's backend (fanotify, inotify, usn), or null when backups scan everything. */
+  journal: string | null;
+  /** Whether the changed blocks of large files are tracked; if not, why. */
+  blockLevel: boolean;
+  blockReason?: string;
+}
+
 export interface TrackerServiceOptions {
   dataDir: string;
   log?: (line: string) => void;
@@ -43,6 +54,7 @@ export class TrackerService {
   private current?: ChangeJournal;
   private ready?: Promise<void>;
   private blocks?: BlockTracker;
+  private backend?: string;
   /** Why block-level tracking is off (unprivileged, no eBPF, unsupported filesystem), for the run log. */
   blockReason?: string;
 
@@ -89,8 +101,9 @@ export class TrackerService {
       signal: controller.signal,
       backends: this.opts.backends,
       log: this.opts.log,
-      onReady: ({ journal }) => {
+      onReady: ({ journal, backend }) => {
         this.current = journal;
+        this.backend = backend;
         markReady();
       },
     })
@@ -113,6 +126,16 @@ export class TrackerService {
     return this.current;
   }
 
+  /** What tracks changes now, for the app's Settings page. */
+  status(): ChangeTrackingStatus {
+    return {
+      folders: this.roots.length,
+      journal: this.backend && this.backend !== 'none' ? this.backend : null,
+      blockLevel: !!this.blocks,
+      ...(this.blocks ? {} : { blockReason: this.blockReason ?? 'no folders are tracked yet' }),
+    };
+  }
+
   /** Block-level tracking, when it runs. */
   blockLevel(): BlockLevel | undefined {
     return this.blocks ? { tracker: this.blocks, dir: path.join(this.opts.dataDir, 'blocks') } : undefined;
@@ -125,6 +148,7 @@ export class TrackerService {
     this.running = undefined;
     this.current = undefined;
     this.ready = undefined;
+    this.backend = undefined;
     // a pinned block tracker keeps recording in the kernel; only this process's handle goes
     this.blocks?.stop();
     this.blocks = undefined;
