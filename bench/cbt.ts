@@ -55,7 +55,10 @@ if (!load.ok) {
 const native = load.native;
 
 function dropFileCache(file: string): void {
-  // GNU dd: iflag=nocache with count=0 asks the kernel to drop the whole file from the page cache
+  // write back dirty pages first (a dirty page cannot be dropped), then drop the whole page cache
+  // (we run as root); GNU dd iflag=nocache count=0 also drops the file's own pages
+  execFileSync('sync');
+  fs.writeFileSync('/proc/sys/vm/drop_caches', '3');
   execFileSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
 }
 
