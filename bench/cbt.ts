@@ -14,7 +14,8 @@
 //    CPU time the eBPF programs themselves spend per write (kernel.bpf_stats_enabled), which noise cannot hide.
 //
 // Environment: CBT_BENCH_MIB (file size, default 2048), CBT_BENCH_DIR (where the image lives, default tmp),
-// CBT_BENCH_FIO=0 skips the write-overhead part.
+// CBT_BENCH_ON=DIR (no loop device: use the filesystem of DIR and its disk), CBT_BENCH_FIO=0 skips the
+// write-overhead part.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -114,15 +115,27 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-const loop = makeLoopExt4(Math.ceil(SIZE / MiB) + 1024, {
-  directIo: true,
-  parentDir: process.env.CBT_BENCH_DIR ?? os.tmpdir(),
-});
+/** CBT_BENCH_ON=DIR: the file lives in DIR on the filesystem already there (its real disk, shared with
+ *  everything else) instead of on a loop device; the loop device's random reads are much slower. */
+function onExistingFs(dir: string) {
+  const base = fs.mkdtempSync(path.join(dir, 'tm-cbt-'));
+  const mnt = path.join(base, 'src');
+  fs.mkdirSync(mnt);
+  const dev = execFileSync('findmnt', ['-n', '-o', 'SOURCE', '--target', base], { encoding: 'utf8' }).trim();
+  return { mnt, dir: base, loopDev: dev, cleanup: () => fs.rmSync(base, { recursive: true, force: true }) };
+}
+
+const loop = process.env.CBT_BENCH_ON
+  ? onExistingFs(process.env.CBT_BENCH_ON)
+  : makeLoopExt4(Math.ceil(SIZE / MiB) + 1024, {
+      directIo: true,
+      parentDir: process.env.CBT_BENCH_DIR ?? os.tmpdir(),
+    });
 let tracker: BlockTracker | undefined;
 try {
   const file = path.join(loop.mnt, 'pages.db');
   console.log(
-    `bench:cbt — ${fmt(SIZE)} page-structured file on ext4 over ${loop.loopDev} (direct I/O to the image)`,
+    `bench:cbt — ${fmt(SIZE)} page-structured file on ${loop.loopDev} ${process.env.CBT_BENCH_ON ? `(the filesystem of ${process.env.CBT_BENCH_ON})` : '(ext4 on a loop device, direct I/O to the image)'}`,
   );
 
   // --- the file, and the FastCDC chunk boundaries of this first version (what a previous snapshot holds)
