@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 
 /** The environment the engine's process should start with (glibc ignores it elsewhere: harmless). */
 export const MALLOC_ENV = {
-  MALLOC_MMAP_THRESHOLD_: '1048576',
+  MALLOC_MMAP_THRESHOLD_: '131072',
 };
 
 /** Marks the re-executed child: it never re-executes again (guards against loops). */
