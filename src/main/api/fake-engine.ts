@@ -24,7 +24,7 @@ import {
   RepoNotFoundError,
   WrongPasswordError,
 } from '../engine/errors.js';
-import type { Engine, PauseGate, RepoHandle } from './services.js';
+import type { Engine, RepoHandle } from './services.js';
 import { Excluder } from '../engine/scan/index.js';
 import { newBackupProgress } from '../engine/operations.js';
 import { s3OptionsFrom, type BackendOptions } from '../engine/backend/open.js';
