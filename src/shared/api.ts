@@ -330,6 +330,17 @@ export interface SnapshotInfo {
   newBytes: number;
 }
 
+/** A computer that has written snapshots into a repository. */
+export interface SnapshotHost {
+  host: string;
+  /** How many snapshots it has there (of any job). */
+  snapshots: number;
+  /** Time of its newest snapshot. */
+  latest: string;
+  /** The computer this app runs on. */
+  thisComputer: boolean;
+}
+
 export type EntryType = 'file' | 'dir' | 'symlink' | 'other';
 
 export interface BrowseEntry {
@@ -463,6 +474,11 @@ export interface AppInfo {
 
 const id = z.string().min(1).max(200);
 const none = z.object({}).strict();
+/**
+ * Whose snapshots a snapshots.* call works on: absent, the job's own; a host name, every snapshot that
+ * computer wrote into the job's repository (whatever job wrote it).
+ */
+const snapshotHost = z.string().min(1).max(255).optional();
 
 export const argSchemas = {
   'app.info': none,
@@ -498,16 +514,19 @@ export const argSchemas = {
   'runs.pause': z.object({ id }).strict(),
   'runs.resume': z.object({ id }).strict(),
   'runs.cancel': z.object({ id }).strict(),
-  'snapshots.list': z.object({ jobId: id }).strict(),
-  'snapshots.browse': z.object({ jobId: id, snapshotId: id, path: z.string() }).strict(),
+  /** The computers that have snapshots in the job's repository (a repository shared by several PCs). */
+  'snapshots.hosts': z.object({ jobId: id }).strict(),
+  'snapshots.list': z.object({ jobId: id, host: snapshotHost }).strict(),
+  'snapshots.browse': z.object({ jobId: id, snapshotId: id, path: z.string(), host: snapshotHost }).strict(),
   'snapshots.search': z
     .object({
       jobId: id,
       query: z.string().min(1).max(200),
       limit: z.number().int().min(1).max(5000).optional(),
+      host: snapshotHost,
     })
     .strict(),
-  'snapshots.versions': z.object({ jobId: id, path: z.string().min(1) }).strict(),
+  'snapshots.versions': z.object({ jobId: id, path: z.string().min(1), host: snapshotHost }).strict(),
   'restore.start': z
     .object({
       jobId: id,
@@ -561,6 +580,7 @@ export interface ApiResults {
   'runs.pause': LiveRun;
   'runs.resume': LiveRun;
   'runs.cancel': { cancelled: true };
+  'snapshots.hosts': SnapshotHost[];
   'snapshots.list': SnapshotInfo[];
   'snapshots.browse': BrowseEntry[];
   'snapshots.search': SearchHit[];

@@ -25,6 +25,7 @@ export const API_METHODS = [
   'runs.pause',
   'runs.resume',
   'runs.cancel',
+  'snapshots.hosts',
   'snapshots.list',
   'snapshots.browse',
   'snapshots.search',

@@ -7,6 +7,7 @@
 import fs from 'node:fs/promises';
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import os from 'node:os';
 import { EventEmitter } from 'node:events';
 import {
   argSchemas,
@@ -164,7 +165,18 @@ export class TidemarkApi {
     entry?.handle.then((h) => h.close()).catch(() => {});
   }
 
-  private async snapshotsOf(job: Job): Promise<{ repo: RepoHandle; snaps: SnapshotEntry[] }> {
+  /**
+   * The job's own snapshots (`host` absent), or every snapshot that computer wrote into the job's
+   * repository, whatever job wrote it (a repository shared by several PCs).
+   */
+  private async snapshotsFor(job: Job, host?: string): Promise<{ repo: RepoHandle; snaps: SnapshotEntry[] }> {
+    const { repo, snaps, all } = await this.snapshotsOf(job);
+    return { repo, snaps: host === undefined ? snaps : all.filter((x) => x.host === host) };
+  }
+
+  private async snapshotsOf(
+    job: Job,
+  ): Promise<{ repo: RepoHandle; snaps: SnapshotEntry[]; all: SnapshotEntry[] }> {
     let repo = await this.repoFor(job);
     let all = await repo.listSnapshots();
     const entry = this.repos.get(job.id);
@@ -181,7 +193,7 @@ export class TidemarkApi {
     // a repository may hold several jobs' (and the CLI's) snapshots: show this job's own
     const snaps = all.filter((x) => x.job === job.snapshotTag);
     this.stats.set(job.id, { snapshots: snaps.length, bytes: this.stats.get(job.id)?.bytes ?? null });
-    return { repo, snaps };
+    return { repo, snaps, all };
   }
 
   private async refreshStats(jobId: string): Promise<void> {
@@ -363,7 +375,9 @@ export class TidemarkApi {
     };
     void (async () => {
       try {
-        const repo = await this.repoFor(job);
+        // listing first reopens the handle when another computer has written snapshots since it was
+        // opened, so its index knows their blobs (the snapshot may be any host's in the repository)
+        const { repo } = await this.snapshotsOf(job);
         if (a.target.kind === 'folder') await fs.mkdir(target, { recursive: true });
         const result = await this.s.engine.restore(repo, {
           snapshot: a.snapshotId,
@@ -573,15 +587,35 @@ export class TidemarkApi {
         this.runs.cancel(a.id);
         return { cancelled: true as const };
       },
+      'snapshots.hosts': async (a) => {
+        const { all } = await this.snapshotsOf(await this.job(a.jobId));
+        const me = os.hostname();
+        const hosts = new Map<string, { snapshots: number; latest: string }>();
+        for (const x of all) {
+          const h = hosts.get(x.host);
+          if (!h) hosts.set(x.host, { snapshots: 1, latest: x.time });
+          else {
+            h.snapshots++;
+            if (x.time > h.latest) h.latest = x.time;
+          }
+        }
+        return [...hosts]
+          .map(([host, h]) => ({ host, ...h, thisComputer: host === me }))
+          .sort((x, y) =>
+            x.thisComputer !== y.thisComputer ? (x.thisComputer ? -1 : 1) : x.host.localeCompare(y.host),
+          );
+      },
       'snapshots.list': async (a) => {
-        const { snaps } = await this.snapshotsOf(await this.job(a.jobId));
+        const { snaps } = await this.snapshotsFor(await this.job(a.jobId), a.host);
         return snaps.map(snapshotInfo).sort((x, y) => y.time.localeCompare(x.time));
       },
       'snapshots.browse': async (a) => {
         const job = await this.job(a.jobId);
-        const fromIndex = await s.fileIndex?.browse(job.id, a.snapshotId, a.path);
+        // the catalog's file index covers the job's own snapshots only
+        const fromIndex =
+          a.host === undefined ? await s.fileIndex?.browse(job.id, a.snapshotId, a.path) : null;
         if (fromIndex) return fromIndex;
-        const { repo, snaps } = await this.snapshotsOf(job);
+        const { repo, snaps } = await this.snapshotsFor(job, a.host);
         const snap = snaps.find((x) => x.id === a.snapshotId || x.id.startsWith(a.snapshotId));
         if (!snap) throw new ApiUsageError('NOT_FOUND', `snapshot ${a.snapshotId} not found`);
         return this.walker.browse(repo, snap, a.path);
@@ -589,15 +623,15 @@ export class TidemarkApi {
       'snapshots.search': async (a) => {
         const job = await this.job(a.jobId);
         const limit = a.limit ?? 500;
-        const fromIndex = await s.fileIndex?.search(job.id, a.query, limit);
+        const fromIndex = a.host === undefined ? await s.fileIndex?.search(job.id, a.query, limit) : null;
         if (fromIndex) return fromIndex;
-        const { repo, snaps } = await this.snapshotsOf(job);
+        const { repo, snaps } = await this.snapshotsFor(job, a.host);
         return this.walker.search(repo, snaps, a.query, limit);
       },
       'snapshots.versions': async (a) => {
-        const fromIndex = await s.fileIndex?.versions(a.jobId, a.path);
+        const fromIndex = a.host === undefined ? await s.fileIndex?.versions(a.jobId, a.path) : null;
         if (fromIndex) return fromIndex;
-        const { repo, snaps } = await this.snapshotsOf(await this.job(a.jobId));
+        const { repo, snaps } = await this.snapshotsFor(await this.job(a.jobId), a.host);
         return this.walker.versions(repo, snaps, a.path);
       },
       'restore.start': async (a) => this.startRestore(await this.job(a.jobId), a),

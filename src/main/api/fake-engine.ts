@@ -227,7 +227,7 @@ export class FakeEngine implements Engine {
       id: sha(`${Date.now()}-${Math.random()}`),
       version: 1,
       time: new Date().toISOString(),
-      host: os.hostname(),
+      host: opts.host ?? os.hostname(),
       paths: opts.paths,
       tags: opts.tags ?? [],
       job: opts.job,
