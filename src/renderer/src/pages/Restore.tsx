@@ -1,5 +1,5 @@
 /**
- * Restore: a snapshot timeline, a virtualised folder view (fast on folders of 10,000+ entries), search
+ * Restore: a computer selector when the repository is shared by several PCs, a snapshot timeline, a virtualised folder view (fast on folders of 10,000+ entries), search
  * by name across snapshots, the versions of a file, and restoring the selection to its original place
  * or another folder with an overwrite policy.
  */
@@ -121,8 +121,32 @@ function EntryList({ entries }: { entries: BrowseEntry[] }) {
   );
 }
 
+/** Which computer's snapshots to show; only when another computer has snapshots in the repository. */
+function ComputerSelect({ onChange }: { onChange: (host: string | null) => void }) {
+  const hosts = useRestore((s) => s.hosts);
+  const host = useRestore((s) => s.host);
+  const others = hosts.filter((h) => !h.thisComputer);
+  if (others.length === 0) return null;
+  const me = hosts.find((h) => h.thisComputer);
+  return (
+    <>
+      <label className="inline-label" htmlFor="restore-host">
+        Computer
+      </label>
+      <select id="restore-host" value={host ?? ''} onChange={(e) => onChange(e.target.value || null)}>
+        <option value="">{me ? `This computer (${me.host})` : 'This computer'}</option>
+        {others.map((h) => (
+          <option key={h.host} value={h.host}>
+            {h.host} — {h.snapshots} snapshot{h.snapshots === 1 ? '' : 's'}
+          </option>
+        ))}
+      </select>
+    </>
+  );
+}
+
 function RestoreDialog({ onClose }: { onClose: () => void }) {
-  const { selected, status, start, snapshotId, snapshots } = useRestore();
+  const { selected, status, start, snapshotId, snapshots, host } = useRestore();
   const [kind, setKind] = useState<'original' | 'folder'>('folder');
   const [folder, setFolder] = useState('');
   const [overwrite, setOverwrite] = useState<OverwritePolicy>('keep-both');
@@ -171,6 +195,12 @@ function RestoreDialog({ onClose }: { onClose: () => void }) {
     >
       <p>
         {selected.length} item(s) from the snapshot of <strong>{dateTime(snap?.time)}</strong>
+        {host !== null ? (
+          <>
+            {' '}
+            taken on <strong>{host}</strong>
+          </>
+        ) : null}
       </p>
       <ul className="restore-items mono small">
         {selected.slice(0, 6).map((p) => (
@@ -267,6 +297,9 @@ export function RestorePage({ jobId }: { jobId?: string }) {
     );
 
   const snap = r.snapshots.find((s) => s.id === r.snapshotId);
+  /** A snapshot taken on another computer shows its host name. */
+  const fromElsewhere = (host: string) =>
+    r.host !== null || (r.hosts.length > 0 && !r.hosts.some((h) => h.thisComputer && h.host === host));
   return (
     <section aria-labelledby="page-title" className="restore">
       <header className="page-head">
@@ -289,6 +322,12 @@ export function RestorePage({ jobId }: { jobId?: string }) {
               </option>
             ))}
           </select>
+          <ComputerSelect
+            onChange={(host) => {
+              setQuery('');
+              void r.selectHost(host);
+            }}
+          />
         </div>
       </header>
       <div className="search-bar">
@@ -319,6 +358,15 @@ export function RestorePage({ jobId }: { jobId?: string }) {
                   <span className="snap-meta muted small">
                     {s.files.toLocaleString()} files · {bytes(s.totalBytes)} · +{bytes(s.newBytes)}
                   </span>
+                  {fromElsewhere(s.host) ? (
+                    <span
+                      className="snap-host badge tone-neutral"
+                      style={{ justifySelf: 'start' }}
+                      title="Taken on another computer"
+                    >
+                      {s.host}
+                    </span>
+                  ) : null}
                 </button>
               </li>
             ))}

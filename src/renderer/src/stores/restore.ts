@@ -1,4 +1,8 @@
-/** The Restore page: chosen job and snapshot, the folder being browsed, search, versions and a restore. */
+/**
+ * The Restore page: chosen job, computer and snapshot, the folder being browsed, search, versions and a
+ * restore. `host` null means this job's own snapshots; a host name, that computer's snapshots in the
+ * job's repository (a repository shared by several PCs), which every call then asks for.
+ */
 import { create } from 'zustand';
 import {
   api,
@@ -8,12 +12,17 @@ import {
   type OverwritePolicy,
   type RestoreStatus,
   type SearchHit,
+  type SnapshotHost,
   type SnapshotInfo,
 } from '../api';
 import { useApp } from './app';
 
 interface RestoreState {
   jobId: string | null;
+  /** Computers with snapshots in the job's repository (this computer first). */
+  hosts: SnapshotHost[];
+  /** The other computer being shown, or null for this job's own snapshots. */
+  host: string | null;
   snapshots: SnapshotInfo[];
   snapshotId: string | null;
   path: string;
@@ -28,6 +37,7 @@ interface RestoreState {
   selected: string[];
   status: RestoreStatus | null;
   selectJob(jobId: string): Promise<void>;
+  selectHost(host: string | null): Promise<void>;
   selectSnapshot(id: string, path?: string): Promise<void>;
   open(path: string): Promise<void>;
   search(query: string): Promise<void>;
@@ -59,8 +69,13 @@ function commonRoot(paths: string[]): string {
 /** Only the latest folder request may fill the view. */
 let openSeq = 0;
 
+/** The `host` argument of the snapshots.* calls: absent for this job's own snapshots. */
+const hostArg = (host: string | null) => (host === null ? {} : { host });
+
 export const useRestore = create<RestoreState>((set, get) => ({
   jobId: null,
+  hosts: [],
+  host: null,
   snapshots: [],
   snapshotId: null,
   path: '/',
@@ -75,8 +90,20 @@ export const useRestore = create<RestoreState>((set, get) => ({
   selected: [],
   status: null,
   async selectJob(jobId) {
+    set({ jobId, hosts: [] });
+    await get().selectHost(null);
+    try {
+      const hosts = await api.call('snapshots.hosts', { jobId });
+      if (get().jobId === jobId) set({ hosts });
+    } catch {
+      // the snapshot list has already said what is wrong with the repository
+    }
+  },
+  async selectHost(host) {
+    const { jobId } = get();
+    if (!jobId) return;
     set({
-      jobId,
+      host,
       snapshots: [],
       snapshotId: null,
       entries: [],
@@ -87,7 +114,8 @@ export const useRestore = create<RestoreState>((set, get) => ({
       error: null,
     });
     try {
-      const snapshots = await api.call('snapshots.list', { jobId });
+      const snapshots = await api.call('snapshots.list', { jobId, ...hostArg(host) });
+      if (get().jobId !== jobId || get().host !== host) return;
       set({ snapshots });
       if (snapshots[0]) await get().selectSnapshot(snapshots[0].id);
     } catch (err) {
@@ -100,25 +128,30 @@ export const useRestore = create<RestoreState>((set, get) => ({
     await get().open(path ?? commonRoot(snap?.paths ?? []));
   },
   async open(path) {
-    const { jobId, snapshotId } = get();
+    const { jobId, snapshotId, host } = get();
     if (!jobId || !snapshotId) return;
     const mine = ++openSeq;
     set({ loading: true, error: null });
     try {
-      const entries = await api.call('snapshots.browse', { jobId, snapshotId, path });
+      const entries = await api.call('snapshots.browse', { jobId, snapshotId, path, ...hostArg(host) });
       if (mine === openSeq) set({ entries, path, loading: false });
     } catch (err) {
       if (mine === openSeq) set({ loading: false, error: errorMessage(err) });
     }
   },
   async search(query) {
-    const { jobId } = get();
+    const { jobId, host } = get();
     set({ query });
     if (!jobId || !query.trim()) return set({ hits: null });
     set({ searching: true });
     try {
-      const hits = await api.call('snapshots.search', { jobId, query: query.trim(), limit: 500 });
-      if (get().query === query) set({ hits, searching: false });
+      const hits = await api.call('snapshots.search', {
+        jobId,
+        query: query.trim(),
+        limit: 500,
+        ...hostArg(host),
+      });
+      if (get().query === query && get().host === host) set({ hits, searching: false });
     } catch (err) {
       set({ searching: false });
       fail(err);
@@ -128,11 +161,12 @@ export const useRestore = create<RestoreState>((set, get) => ({
     set({ hits: null, query: '' });
   },
   async showVersions(path) {
-    const { jobId } = get();
+    const { jobId, host } = get();
     if (!path || !jobId) return set({ versionsOf: null, versions: [] });
     set({ versionsOf: path, versions: [] });
     try {
-      set({ versions: await api.call('snapshots.versions', { jobId, path }) });
+      const versions = await api.call('snapshots.versions', { jobId, path, ...hostArg(host) });
+      if (get().versionsOf === path && get().host === host) set({ versions });
     } catch (err) {
       fail(err);
     }
