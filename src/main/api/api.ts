@@ -375,9 +375,8 @@ export class TidemarkApi {
     };
     void (async () => {
       try {
-        // listing first reopens the handle when another computer has written snapshots since it was
-        // opened, so its index knows their blobs (the snapshot may be any host's in the repository)
-        const { repo } = await this.snapshotsOf(job);
+        // the snapshot may be any computer's in the repository (the engine's restore refreshes the index)
+        const repo = await this.repoFor(job);
         if (a.target.kind === 'folder') await fs.mkdir(target, { recursive: true });
         const result = await this.s.engine.restore(repo, {
           snapshot: a.snapshotId,
