@@ -307,7 +307,15 @@ export function RestorePage({ jobId }: { jobId?: string }) {
           <h1 id="page-title">Restore</h1>
           <p className="muted">Browse a snapshot, or search every snapshot by name.</p>
         </div>
-        <div className="row">
+        {/* job and (in a repository shared by several PCs) computer: labels beside their selects */}
+        <div
+          style={{
+            display: 'grid',
+            gridTemplateColumns: 'auto minmax(200px, 320px)',
+            gap: 8,
+            alignItems: 'center',
+          }}
+        >
           <label className="inline-label" htmlFor="restore-job">
             Job
           </label>
@@ -342,7 +350,7 @@ export function RestorePage({ jobId }: { jobId?: string }) {
         {r.searching ? <span className="muted small">Searching…</span> : null}
       </div>
       <div className="restore-layout">
-        <aside className="card timeline" aria-label="Snapshots">
+        <aside className="card timeline" aria-label="Snapshots" data-computers={r.hosts.length}>
           <h2 className="section-title">Snapshots</h2>
           {r.snapshots.length === 0 ? <p className="muted small">{r.error ?? 'No snapshots yet.'}</p> : null}
           <ol>

@@ -1,0 +1,193 @@
+// End to end, browser mode with the real engine and catalog: a repository shared by several PCs. Two
+// other computers (pc-a, pc-b) have backed up into the repository of this computer's job; on the
+// Restore page, Debian's Chromium (playwright-core) picks pc-b in the Computer selector, sees its
+// snapshots (marked with its host name), searches and browses one, and restores a file into a folder of
+// this computer, byte for byte. A job whose repository only this computer uses shows no selector.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { buildRenderer, chromiumPath, CHROMIUM_ARGS, ARTIFACTS } from './helpers.js';
+import { createApi, type Wired } from '../../src/main/api/wiring.js';
+import { startServer, type RunningServer } from '../../src/main/api/server.js';
+import { RealEngine } from '../../src/main/api/engine-adapter.js';
+import { MemorySecretStore } from '../../src/main/engine/catalog/secrets.js';
+
+const browserPath = chromiumPath();
+const suite = browserPath ? describe : describe.skip;
+if (!browserPath)
+  console.warn('e2e skipped: no Chromium found (/usr/bin/chromium; install the "chromium" package)');
+
+const PW = 'shared office password';
+let tmp: string;
+let wired: Wired;
+let server: RunningServer;
+let context: BrowserContext;
+let page: Page;
+let photosB: string;
+const beach = crypto.randomBytes(256 * 1024);
+const consoleErrors: string[] = [];
+const shotDir = path.join(ARTIFACTS, 'screenshots');
+
+async function until(cond: () => boolean, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+suite('browser mode: restoring from another computer of a shared repository', () => {
+  beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-e2e-hosts-'));
+    fs.mkdirSync(shotDir, { recursive: true });
+    const staticDir = await buildRenderer(path.join(tmp, 'renderer'));
+
+    // the other computers' backups, written by the engine as their own Tidemark would
+    const repoDir = path.join(tmp, 'office-repo');
+    const docsA = path.join(tmp, 'pc-a', 'Documents');
+    photosB = path.join(tmp, 'pc-b', 'Photos');
+    fs.mkdirSync(docsA, { recursive: true });
+    fs.mkdirSync(path.join(photosB, 'holiday'), { recursive: true });
+    fs.writeFileSync(path.join(docsA, 'budget.txt'), 'pc-a budget');
+    fs.writeFileSync(path.join(photosB, 'holiday', 'beach.jpg'), beach);
+    fs.writeFileSync(path.join(photosB, 'shopping-list.txt'), 'milk');
+    const engine = new RealEngine();
+    const h = await engine.init(repoDir, PW);
+    try {
+      await engine.backup(h, { paths: [docsA], host: 'pc-a', job: 'pc-a-docs' });
+      await engine.backup(h, { paths: [photosB], host: 'pc-b', job: 'pc-b-photos' });
+      fs.writeFileSync(path.join(photosB, 'shopping-list.txt'), 'milk, bread');
+      await engine.backup(h, { paths: [photosB], host: 'pc-b', job: 'pc-b-photos' });
+    } finally {
+      await h.close();
+    }
+
+    // this computer: a job into the shared repository, and one into a repository of its own
+    const work = path.join(tmp, 'this-pc', 'Work');
+    fs.mkdirSync(work, { recursive: true });
+    fs.writeFileSync(path.join(work, 'plan.txt'), 'this computer');
+    wired = createApi({
+      mode: 'browser',
+      dataDir: path.join(tmp, 'home'),
+      secrets: new MemorySecretStore(),
+    });
+    const finished = new Set<string>();
+    wired.api.on((event, payload) => {
+      if (event === 'run.finished') finished.add((payload as { id: string }).id);
+    });
+    for (const [name, dest] of [
+      ['Office share', repoDir],
+      ['Solo', path.join(tmp, 'solo-repo')],
+    ]) {
+      const job = await wired.api.call('jobs.create', {
+        name,
+        sources: [work],
+        destination: { kind: 'local', path: dest },
+        schedule: { kind: 'manual' },
+        password: PW,
+      });
+      const run = await wired.api.call('jobs.runNow', { id: job.id });
+      await until(() => finished.has(run.id));
+    }
+    server = await startServer({ api: wired.api, staticDir });
+
+    context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
+      executablePath: browserPath!,
+      args: CHROMIUM_ARGS,
+      headless: true,
+      viewport: { width: 1360, height: 900 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+    page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  }, 180_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await wired?.api.close();
+    wired?.close();
+    await server?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('picks the other computer, browses its snapshot and restores one of its files', async () => {
+    const target = path.join(tmp, 'Restored from pc-b');
+    await page.goto(server.tokenUrl);
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Restore' }).click();
+    await page.getByRole('heading', { name: 'Restore' }).waitFor();
+    await page.getByLabel('Job', { exact: true }).selectOption({ label: 'Office share' });
+
+    // this computer first, then the others with their snapshot counts
+    const computer = page.getByLabel('Computer', { exact: true });
+    await computer.waitFor();
+    expect(await computer.locator('option').allTextContents()).toEqual([
+      `This computer (${os.hostname()})`,
+      'pc-a — 1 snapshot',
+      'pc-b — 2 snapshots',
+    ]);
+    const timeline = page.getByRole('complementary', { name: 'Snapshots' });
+    // this computer's own snapshot: no host shown
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(1);
+    expect(await timeline.locator('.snap-host').count()).toBe(0);
+
+    await computer.selectOption({ label: 'pc-b — 2 snapshots' });
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(2);
+    expect(await timeline.locator('.snap-host').allTextContents()).toEqual(['pc-b', 'pc-b']);
+
+    // search finds pc-b's files in both of its snapshots
+    await page.getByLabel('Search files in all snapshots').fill('shopping');
+    const results = page.getByRole('list', { name: 'Search results' });
+    await expect
+      .poll(() => results.getByText(path.join(photosB, 'shopping-list.txt')).count(), { timeout: 30_000 })
+      .toBe(2);
+    await page.getByRole('button', { name: 'Clear search' }).click();
+
+    // browse the newest snapshot of pc-b (opened at its backed-up folder)
+    const grid = page.getByRole('grid', { name: 'Folder contents' });
+    await grid.getByRole('button', { name: 'Open folder holiday' }).click();
+    await grid.getByText('beach.jpg').waitFor();
+    await grid.getByRole('button', { name: 'Versions of beach.jpg' }).click();
+    await expect
+      .poll(() =>
+        page
+          .getByRole('complementary', { name: 'Versions' })
+          .getByRole('button', { name: 'Restore' })
+          .count(),
+      )
+      .toBe(2);
+    await page.getByRole('button', { name: 'Close versions' }).click();
+    await grid.getByLabel('Select beach.jpg').check();
+    await page.screenshot({ path: path.join(shotDir, 'restore-other-computer.png') });
+
+    await page.getByRole('button', { name: 'Restore…' }).click();
+    const rd = page.getByRole('dialog', { name: 'Restore' });
+    await rd.getByText('taken on pc-b').waitFor();
+    await rd.getByLabel('Another folder').check();
+    await rd.getByRole('textbox', { name: 'Restore into folder' }).fill(target);
+    await rd.getByRole('button', { name: 'Start restore' }).click();
+    const status = rd.locator('[data-restore-status]:not([data-restore-status="running"])');
+    await status.waitFor({ timeout: 60_000 });
+    expect(await status.getAttribute('data-restore-status')).toBe('completed');
+    const restored = fs.readFileSync(path.join(target, photosB, 'holiday', 'beach.jpg'));
+    expect(restored.equals(beach)).toBe(true);
+    await rd.getByRole('button', { name: 'Done' }).click();
+
+    // back to this computer: its own snapshot again
+    await computer.selectOption({ index: 0 });
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(1);
+    await grid.getByText('plan.txt').waitFor();
+
+    // a repository only this computer writes to: no selector
+    await page.getByLabel('Job', { exact: true }).selectOption({ label: 'Solo' });
+    await grid.getByText('plan.txt').waitFor();
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(1);
+    await expect.poll(() => timeline.getAttribute('data-computers')).toBe('1'); // hosts loaded
+    expect(await page.getByLabel('Computer', { exact: true }).count()).toBe(0);
+    expect(consoleErrors).toEqual([]);
+  });
+});
