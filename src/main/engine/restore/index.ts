@@ -291,11 +291,13 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     );
 
     const packs = [...byPack.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+    byPack.clear();
     let nextPack = 0;
     const worker = async () => {
       while (nextPack < packs.length) {
         if (signal?.aborted) throw new AbortedError();
-        const [pack, blobs] = packs[nextPack++];
+        const [pack, blobs] = packs[nextPack];
+        packs[nextPack++] = [pack, []]; // handed out: the list is not kept
         blobs.sort((a, b) => a.loc.offset - b.loc.offset);
         for (const range of coalesce(blobs)) {
           let data: Buffer | undefined;
@@ -319,6 +321,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             whole[i] = mine.map((u) => u.file);
             for (const f of whole[i]) f.created = true; // claimed by the worker
             pieces[i] = all.filter((u) => !mine.includes(u));
+            uses.delete(b.id); // planned work is dropped as it is handed out (memory of large restores)
             return {
               id: b.id,
               offset: b.loc.offset - range.start,
