@@ -12,7 +12,7 @@ import os from 'node:os';
 import crypto from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { makeDataset } from './dataset.js';
-import { withMallocEnv } from '../bin/malloc-env.mjs';
+import { MALLOC_ENV, withMallocEnv } from '../bin/malloc-env.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name: string, def?: string) => {
@@ -137,6 +137,11 @@ async function main() {
   );
   console.log(
     `machine: ${os.cpus().length} cores, ${os.cpus()[0]?.model}; node ${process.version}; restic: ${withRestic ? spawnSync('restic', ['version']).stdout.toString().trim() : 'not installed'}`,
+  );
+  console.log(
+    `engine environment (as the CLI launchers set it, bin/malloc-env.mjs): ${Object.entries(MALLOC_ENV)
+      .map(([k, v]) => `${k}=${process.env[k] ?? v}`)
+      .join(' ')}`,
   );
   const expected = await hashTree(data.root);
   const rows: Row[] = [];
