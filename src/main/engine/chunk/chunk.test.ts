@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import crypto from 'node:crypto';
-import { FastCDC, gearTable, DEFAULT_CHUNKER } from './index.js';
+import { FastCDC, gearTable, DEFAULT_CHUNKER, nativeChunker } from './index.js';
 
 function prng(seed: number, n: number): Buffer {
   // deterministic pseudo-random bytes
@@ -90,4 +90,30 @@ describe('FastCDC', () => {
     const other = new FastCDC(DEFAULT_CHUNKER, gearTable('other'));
     expect(other.chunkAll(data)).not.toEqual(cdc.chunkAll(data));
   });
+
+  // The native cut-point search (native/cdc) must cut exactly where the JavaScript one does, for every
+  // parameter set the engine uses (content-defined chunks, the small ones of tests), fed whole or in pieces.
+  it.skipIf(!nativeChunker)('native and JavaScript chunkers cut at the same places', () => {
+    const data = Buffer.concat([
+      prng(3, 24 * 1024 * 1024),
+      Buffer.alloc(5 * 1024 * 1024),
+      prng(4, 3_000_001),
+    ]);
+    for (const params of [
+      DEFAULT_CHUNKER,
+      { min: 2048, avg: 8192, max: 32768 },
+      { min: 64, avg: 64, max: 64 },
+    ]) {
+      const gear = gearTable(crypto.randomBytes(16));
+      const js = new FastCDC(params, gear, { native: false });
+      const nat = new FastCDC(params, gear);
+      expect(nat.chunkAll(data)).toEqual(js.chunkAll(data));
+      // partial buffers: the same 'need more data' answers
+      for (let end = 0; end < 3 * params.max; end += Math.max(1, Math.floor(params.max / 7)))
+        for (const eof of [false, true])
+          expect(nat.nextCut(data, 17, 17 + end, eof)).toBe(js.nextCut(data, 17, 17 + end, eof));
+    }
+  });
+  if (!nativeChunker)
+    console.warn('chunk.test: native/cdc is not built here; only the JavaScript chunker is tested');
 });

@@ -5,34 +5,16 @@
  */
 import fs from 'node:fs/promises';
 import { lutimesSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { loadNativeAddon } from '../native.js';
 
 interface FsMeta {
   setTimes(path: Buffer, atimeNs: bigint, mtimeNs: bigint, noFollow: boolean): void;
 }
 
-function loadAddon(): FsMeta | undefined {
-  if (process.platform === 'win32' || process.env.TIDEMARK_NO_NATIVE_TIMES === '1') return undefined;
-  const require = createRequire(import.meta.url);
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  for (const candidate of [
-    path.resolve(here, '../../../../native/fsmeta/build/Release/tidemark_fsmeta.node'),
-    path.resolve(here, '../native/tidemark_fsmeta.node'),
-    path.resolve(
-      process.resourcesPath ?? '',
-      'app.asar.unpacked/native/fsmeta/build/Release/tidemark_fsmeta.node',
-    ),
-  ]) {
-    try {
-      return require(candidate) as FsMeta;
-    } catch {}
-  }
-  return undefined;
-}
-
-const addon = loadAddon();
+const addon =
+  process.platform === 'win32' || process.env.TIDEMARK_NO_NATIVE_TIMES === '1'
+    ? undefined
+    : loadNativeAddon<FsMeta>('fsmeta', 'tidemark_fsmeta');
 
 export const nanosecondTimes = !!addon;
 
