@@ -88,6 +88,19 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     await repo.loadIndex(true); // pick up what other writers added
     const snap = await repo.loadSnapshot(opts.snapshot);
     emit();
+    // the workers start while the plan is made
+    pool = acquirePool(
+      {
+        encryptionKey: repo.key.encryption,
+        idKey: repo.key.id,
+        chunker: repo.config.chunker,
+        chunkerSeed: repo.config.chunkerSeed,
+        compressionLevel: 0,
+        readLimit: 0,
+        lowPriority: false,
+      },
+      opts.workers ?? defaultWorkerCount(),
+    );
 
     // ---- plan ------------------------------------------------------------------------------
     const includes = (opts.include ?? []).map((p) => path.posix.resolve('/', p));
@@ -239,18 +252,6 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       if (!l) byPack.set(loc.pack, (l = []));
       l.push({ id, loc });
     }
-    pool = acquirePool(
-      {
-        encryptionKey: repo.key.encryption,
-        idKey: repo.key.id,
-        chunker: repo.config.chunker,
-        chunkerSeed: repo.config.chunkerSeed,
-        compressionLevel: 0,
-        readLimit: 0,
-        lowPriority: false,
-      },
-      opts.workers ?? defaultWorkerCount(),
-    );
     /** Creates the file empty at its final size (sparse) once, before any piece is written into it. */
     const prepare = (f: PlannedFile): Promise<void> => {
       f.created = true;
