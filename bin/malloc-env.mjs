@@ -22,6 +22,8 @@ export function withMallocEnv(env = process.env) {
 
 function needed(env = process.env) {
   if (process.platform !== 'linux' || env[MARK] || env.TIDEMARK_NO_REEXEC) return false;
+  // a debugger attached to this process would not see the child (and both would want its port)
+  if (process.execArgv.some((a) => a.startsWith('--inspect'))) return false;
   return Object.keys(MALLOC_ENV).some((k) => env[k] === undefined);
 }
 
