@@ -190,7 +190,7 @@ try {
   await computeChangedRanges([file], s);
   dropFileCache(file);
   let tb = now();
-  const first = await backup(repo, { paths: [loop.mnt], job: 'bench' });
+  const first = await backup(repo, { paths: [loop.mnt], job: 'bench', blockFiles: {} });
   const firstTime = now() - tb;
   await s.commit(first.snapshotId, [file]);
   console.log(`  first (full) backup: ${fmt(first.snapshot.stats.bytesRead)} read in ${ms(firstTime)}`);
@@ -243,6 +243,7 @@ try {
   const withCbt = await backup(repo, {
     paths: [loop.mnt],
     job: 'bench',
+    blockFiles: {},
     parent: first.snapshotId,
     changeHint: { dirtyDirs: new Set([loop.mnt]), cursor: {}, changedRanges },
   });
@@ -250,7 +251,12 @@ try {
   await s.commit(withCbt.snapshotId, [file]);
   dropFileCache(file);
   tb = now();
-  const withoutCbt = await backup(repo, { paths: [loop.mnt], job: 'bench', parent: first.snapshotId });
+  const withoutCbt = await backup(repo, {
+    paths: [loop.mnt],
+    job: 'bench',
+    blockFiles: {},
+    parent: first.snapshotId,
+  });
   const engineFullTime = now() - tb;
   const blockSize = (await lookup(repo, withCbt.snapshot, file)).node?.blockSize;
   const lookupFile = async (snap: typeof withCbt.snapshot) => (await lookup(repo, snap, file)).node?.content;

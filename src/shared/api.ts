@@ -126,6 +126,9 @@ export const jobOptionsSchema = z.object({
   workers: z.number().int().min(1).max(64).optional(),
   /** Read back and check the new snapshot after each backup. */
   verifyAfter: z.boolean().optional(),
+  /** Back up VM disks, databases and mail stores (64 MiB+) in fixed-size blocks, so that incrementals
+   *  read and store only the blocks that changed (absent: on). */
+  blockFiles: z.boolean().optional(),
 });
 export type JobOptions = z.infer<typeof jobOptionsSchema>;
 

@@ -17,6 +17,7 @@ import {
 } from '../../src/main/engine/schedule/engine.js';
 import { initRepository } from '../../src/main/engine/repo/repository.js';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
+import { lookup } from '../../src/main/engine/repo/browse.js';
 
 let tmp: string;
 beforeEach(() => {
@@ -116,5 +117,50 @@ describe('catalog with the real engine', () => {
     const db = fs.readFileSync(path.join(dataDir, 'catalog.sqlite'));
     expect(db.includes(Buffer.from('pw-123'))).toBe(false);
     if (process.platform !== 'win32') expect(fs.statSync(secrets.file).mode & 0o777).toBe(0o600);
+  });
+
+  it("cuts a job's VM disks and databases into fixed-size blocks unless the job turns it off", async () => {
+    const repoDir = path.join(tmp, 'repo');
+    (await initRepository(new LocalBackend(repoDir), 'pw-123', { kdf: { N: 1024 } })).close();
+    // a 64 MiB disk image, sparse but for one page: its zero blocks are one blob
+    write('vm/disk.img', '');
+    const disk = path.join(tmp, 'src', 'vm', 'disk.img');
+    fs.truncateSync(disk, 64 * 1024 * 1024);
+    const fd = fs.openSync(disk, 'r+');
+    fs.writeSync(fd, Buffer.alloc(4096, 7), 0, 4096, 1 << 20);
+    fs.closeSync(fd);
+    const dataDir = path.join(tmp, 'data');
+    const secrets = new KeyFileSecretStore(dataDir);
+    const catalog = new Catalog(dataDir);
+    const repository = catalog.addRepository({ name: 'local', location: repoDir, options: {} });
+    await storeRepositorySecrets(secrets, repository.id, { password: 'pw-123' });
+    const runner = new JobRunner({ catalog, engine: createJobEngine({ secrets }) });
+    const blockSizeOf = async (blockFiles: boolean | undefined) => {
+      const job = catalog.addJob({
+        name: `blocks-${blockFiles}`,
+        repositoryId: repository.id,
+        sources: [path.join(tmp, 'src')],
+        excludes: [],
+        schedule: { kind: 'manual' },
+        retention: {},
+        compressionLevel: 3,
+        options: { workers: 1, ...(blockFiles === undefined ? {} : { blockFiles }) },
+        enabled: true,
+      });
+      // a new time, so the file is read again rather than kept as in the other job's snapshot
+      fs.utimesSync(disk, new Date(), new Date(Date.now() - Math.random() * 1e9));
+      const r = await runner.run(job);
+      expect(r.status).toBe('completed');
+      const repo = await openCatalogRepository(secrets, catalog.getRepository(repository.id));
+      try {
+        const snap = await repo.loadSnapshot(r.snapshotId!);
+        return (await lookup(repo, snap, disk)).node?.blockSize;
+      } finally {
+        await repo.close();
+      }
+    };
+    expect(await blockSizeOf(undefined)).toBe(8192); // a job option, on unless turned off
+    expect(await blockSizeOf(false)).toBeUndefined();
+    catalog.close();
   });
 });

@@ -98,7 +98,8 @@ describe('fixed-size blocks for files written in place', () => {
     expect(policy('small.db', 10 * MiB)).toBeUndefined();
     expect(blockPolicy({ patterns: [] })).toBeUndefined();
     expect(blockPolicy(false)).toBeUndefined();
-    expect(blockPolicy(undefined)!('disk.qcow2', 64 * MiB)).toBe(8192); // on by default
+    expect(blockPolicy(undefined)).toBeUndefined(); // off unless asked for
+    expect(blockPolicy({})!('disk.qcow2', 64 * MiB)).toBe(8192); // the default patterns and size
   });
 
   for (const [name, edit] of Object.entries(scenarios)) {

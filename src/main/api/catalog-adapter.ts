@@ -152,6 +152,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
           : undefined,
         workers: j.options.workers,
         verifyAfter: j.options.verifyAfterBackup,
+        blockFiles: j.options.blockFiles,
       },
       createdAt: iso(j.createdAt),
       snapshotTag: j.key,
@@ -178,6 +179,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
           : undefined,
         workers: spec.options.workers,
         verifyAfterBackup: spec.options.verifyAfter,
+        blockFiles: spec.options.blockFiles,
       },
       enabled: current?.enabled ?? true,
     };

@@ -244,6 +244,7 @@ export class RunManager implements Runner {
         workers: job.options.workers ?? settings.workers,
         compressionLevel: job.options.compressionLevel ?? settings.compressionLevel,
         readLimitBytesPerSec: limit ? Math.round(limit * 1024 * 1024) : undefined,
+        blockFiles: job.options.blockFiles === false ? false : {},
         signal: l.abort.signal,
         pauseGate: l.gate,
         progress: (p) => {

@@ -208,12 +208,15 @@ export function buildProgram(
     .option('--low-priority', 'run with low CPU and disk priority')
     .option('--retry-lock <seconds>', 'wait this long for a running prune to finish (default 600)', Number)
     .option(
+      '--block-files',
+      'back up VM disks, databases and mail stores (64 MiB+) in fixed-size blocks (as the app does)',
+    )
+    .option(
       '--block-file <glob>',
-      'cut large files (64 MiB+) matching this name pattern into fixed-size blocks (repeatable; default: VM disks, databases, mail stores)',
+      'the same for large files matching this name pattern (repeatable)',
       collect,
       [],
     )
-    .option('--no-block-files', 'cut every file into content-defined chunks')
     .option('-v, --verbose', 'also print every failed repository request (with --json: include them)')
     .action(async (paths: string[], o) => {
       const excludes: string[] = [...o.exclude];
@@ -243,8 +246,7 @@ export function buildProgram(
             readLimitBytesPerSec: o.limitRead ? o.limitRead * 1e6 : undefined,
             lowPriority: o.lowPriority,
             lockWaitMs: o.retryLock !== undefined ? o.retryLock * 1000 : undefined,
-            blockFiles:
-              o.blockFiles === false ? false : o.blockFile.length ? { patterns: o.blockFile } : undefined,
+            blockFiles: o.blockFile.length ? { patterns: o.blockFile } : o.blockFiles ? {} : undefined,
             signal,
             progress: (p) => bar.backup(p),
           });

@@ -98,7 +98,8 @@ export interface BackupOptions {
   /** Large files that change in place (VM disks, databases, mail stores) to cut into fixed-size blocks
    *  instead of content-defined chunks, so block-level tracking re-reads only the blocks that changed:
    *  file-name patterns (default DEFAULT_BLOCK_FILE_PATTERNS) and a minimum size (default 64 MiB).
-   *  On by default; `false` (or no patterns) cuts every file into content-defined chunks. */
+   *  Absent or false: every file is cut into content-defined chunks. The app's jobs turn it on (a job
+   *  option, on unless unticked), the CLI with --block-files. */
   blockFiles?: { patterns?: string[]; minSize?: number } | false;
   /** How long to wait for a prune's lock to go away before failing (default 10 minutes). */
   lockWaitMs?: number;

@@ -57,8 +57,7 @@ export function fixedBlockSize(size: number): number {
 export function blockPolicy(
   opts: { patterns?: string[]; minSize?: number } | false | undefined,
 ): ((name: string, size: number) => number | undefined) | undefined {
-  if (opts === false) return undefined;
-  opts ??= {};
+  if (!opts) return undefined;
   const patterns = opts.patterns ?? DEFAULT_BLOCK_FILE_PATTERNS;
   if (!patterns.length) return undefined;
   const minSize = opts.minSize ?? DEFAULT_BLOCK_FILE_MIN_SIZE;

@@ -27,6 +27,8 @@ export interface JobOptions {
   workers?: number;
   readLimitBytesPerSec?: number;
   lowPriority?: boolean;
+  /** Cut VM disks, databases and mail stores into fixed-size blocks (BackupOptions.blockFiles); absent: on. */
+  blockFiles?: boolean;
   tags?: string[];
   host?: string;
 }

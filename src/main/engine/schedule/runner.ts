@@ -210,6 +210,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         workers: job.options.workers,
         readLimitBytesPerSec: job.options.readLimitBytesPerSec,
         lowPriority: job.options.lowPriority,
+        blockFiles: job.options.blockFiles === false ? false : {},
         pauseGate: req.pauseGate,
         signal,
         log,

@@ -54,6 +54,8 @@ interface Form {
   compressionLevel: number;
   readLimitMBps: number;
   workers: number | undefined;
+  /** VM disks, databases and mail stores in fixed-size blocks (block-level incrementals). */
+  blockFiles: boolean;
 }
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
@@ -167,6 +169,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     compressionLevel: 3,
     readLimitMBps: 0,
     workers: undefined,
+    blockFiles: true,
   });
   const set = (patch: Partial<Form>) => {
     setForm((f) => ({ ...f, ...patch }));
@@ -220,6 +223,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           compressionLevel: j.options.compressionLevel ?? 3,
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
+          blockFiles: j.options.blockFiles !== false,
         }));
       })
       .catch((err) => toast('error', errorMessage(err)));
@@ -241,6 +245,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         compressionLevel: form.compressionLevel,
         readLimitMBps: form.readLimitMBps || undefined,
         workers: form.workers,
+        blockFiles: form.blockFiles,
       },
       password: editing ? 'unchanged-password' : form.password,
       secretAccessKey: form.destKind === 's3' && form.s3Secret ? form.s3Secret : undefined,
@@ -727,6 +732,17 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               value={form.readLimitMBps}
               onChange={(n) => set({ readLimitMBps: n ?? 0 })}
             />
+            <label className="check">
+              <input
+                type="checkbox"
+                checked={form.blockFiles}
+                onChange={(e) => set({ blockFiles: e.target.checked })}
+              />{' '}
+              Back up VM disks, databases and mail stores block by block{' '}
+              <span className="muted small">
+                (64 MiB+: incrementals read and store only the blocks that changed)
+              </span>
+            </label>
           </div>
         )}
 
