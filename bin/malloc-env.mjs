@@ -1,4 +1,5 @@
-// glibc's malloc settings for processes hosting the engine (CLI, browser-mode server, benchmarks).
+// glibc's malloc settings (and libuv's pool size) for processes hosting the engine (CLI, browser-mode
+// server, benchmarks).
 // The pipeline's worker threads allocate and free multi-MiB buffers (read blocks, chunks, packs) in
 // their own malloc arenas. With glibc's default *dynamic* mmap threshold, the first freed large
 // buffer raises the threshold, later ones come from the arenas, and freed arena memory is rarely
@@ -10,6 +11,10 @@ import { spawn } from 'node:child_process';
 /** The environment the engine's process should start with (glibc ignores it elsewhere: harmless). */
 export const MALLOC_ENV = {
   MALLOC_MMAP_THRESHOLD_: '131072',
+  // Not malloc, but also read once at start: libuv's thread pool runs the engine's file reads. Its
+  // default of 4 threads caps how many reads are in flight, and incrementals that read the scattered
+  // changed blocks of a VM disk or database need a deeper queue (the engine keeps up to 32 in flight).
+  UV_THREADPOOL_SIZE: '16',
 };
 
 /** Marks the re-executed child: it never re-executes again (guards against loops). */
