@@ -170,4 +170,50 @@ describe('fixed-size blocks for files written in place', () => {
     expect(node.blockSize).toBeUndefined();
     expect(second.snapshot.stats.bytesRead).toBe(4 * MiB); // read whole: the previous blocks do not apply
   });
+
+  // A file that shrinks between the scan and the read: the pause gate (also awaited just before a file's
+  // read starts) truncates it. The snapshot must hold exactly what the file holds when read, flagged.
+  for (const incremental of [false, true])
+    it(`saves a block file that shrank after the scan consistently (${incremental ? 'with' : 'without'} changed ranges)`, async () => {
+      const dir = await tempDir('tm-blocks-');
+      const file = path.join(dir, 'disk.img');
+      await fs.writeFile(file, randomBytes(4 * MiB + 777, 31));
+      const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+      const first = await backup(repo, { paths: [dir], blockFiles });
+      await fs.appendFile(file, randomBytes(10_000, 32)); // changed: metadata differs from the parent's
+      let gates = 0;
+      let shrunk = false;
+      const second = await backup(repo, {
+        paths: [dir],
+        parent: first.snapshotId,
+        blockFiles,
+        ...(incremental
+          ? {
+              changeHint: {
+                dirtyDirs: new Set([dir]),
+                cursor: { test: true },
+                changedRanges: new Map([[file, [{ offset: 4 * MiB, length: 10_777 }]]]),
+              },
+            }
+          : {}),
+        pauseGate: {
+          // the first gate is before the folder is listed (the scan must still see the old size), the
+          // second just before the file is read
+          wait: async () => {
+            if (++gates < 2 || shrunk) return;
+            shrunk = true;
+            await fs.truncate(file, 2 * MiB + 5);
+          },
+        },
+      });
+      expect(shrunk).toBe(true);
+      const node = (await lookup(repo, second.snapshot, file)).node!;
+      expect(node.size).toBe(2 * MiB + 5);
+      expect(node.content).toHaveLength(Math.ceil((2 * MiB + 5) / B));
+      expect(second.skipped.map((s) => s.reason).join()).toMatch(/changed while it was being read/);
+      const out = await tempDir('tm-blocks-out-');
+      await restore(repo, { snapshot: second.snapshotId, target: out });
+      const restored = await fs.readFile(path.join(out, path.relative('/', file)));
+      expect(restored.equals(await fs.readFile(file))).toBe(true);
+    });
 });
