@@ -176,12 +176,10 @@ async function main() {
   }
   dropCaches();
   {
-    const m = await timed(
-      process.execPath,
-      tm(['restore', 'latest', '--target', tmOut, '--relative-to', data.root, ...wargs]),
-      env,
-    );
-    const ok = same(expected, await hashTree(tmOut));
+    // the same layout as restic's restore (the full original path under the target): ext4 places the
+    // folders of a shallow tree differently, and that alone moved this restore by 10–30% here
+    const m = await timed(process.execPath, tm(['restore', 'latest', '--target', tmOut, ...wargs]), env);
+    const ok = same(expected, await hashTree(path.join(tmOut, data.root)));
     rows.push({
       tool: 'tidemark',
       step: 'full restore',
