@@ -12,29 +12,13 @@ import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
 import { blockPolicy, fixedBlockSize, MAX_BLOCKS } from '../../src/main/engine/backup/blockFiles.js';
-import { tempDir, randomBytes } from '../helpers/fixtures.js';
+import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
 const B = 8192;
 const blockFiles = { minSize: MiB };
 
-function rng(seed: number) {
-  let x = seed;
-  return (n: number) => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) % n;
-  };
-}
-
-type Edit = (
-  fh: fs.FileHandle,
-  size: number,
-  rand: (n: number) => number,
-) => Promise<{ offset: number; length: number }[]>;
-
-const scenarios: Record<string, Edit> = {
+const scenarios: Record<string, RangeEdit> = {
   'scattered 4 KiB page writes': async (fh, size, rand) => {
     const out = [];
     for (let i = 0; i < 40; i++) {
@@ -114,7 +98,7 @@ describe('fixed-size blocks for files written in place', () => {
       expect(node0.blockSize).toBe(B);
       expect(node0.content).toHaveLength(Math.ceil(oldSize / B));
       const fh = await fs.open(file, 'r+');
-      const changed = await edit(fh, oldSize, rng(4242));
+      const changed = await edit(fh, oldSize, seededRandom(4242));
       await fh.close();
       const size = (await fs.stat(file)).size;
       const withRanges = await backup(repo, {

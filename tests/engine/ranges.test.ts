@@ -10,27 +10,11 @@ import { MemoryBackend } from '../../src/main/engine/backend/memory/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
-import { tempDir, randomBytes } from '../helpers/fixtures.js';
+import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
 
-function rng(seed: number) {
-  let x = seed;
-  return (n: number) => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) % n;
-  };
-}
-
-type Edit = (
-  fh: fs.FileHandle,
-  size: number,
-  rand: (n: number) => number,
-) => Promise<{ offset: number; length: number }[]>;
-
-const scenarios: Record<string, Edit> = {
+const scenarios: Record<string, RangeEdit> = {
   'scattered 4 KiB page writes': async (fh, size, rand) => {
     const out = [];
     // few enough that they touch under half of the ~24 chunks (more: the engine reads the file whole)
@@ -64,7 +48,7 @@ describe('backups that read only changed ranges', () => {
       const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
       const first = await backup(repo, { paths: [dir] });
       const fh = await fs.open(file, 'r+');
-      const changed = await edit(fh, 24 * MiB, rng(4242));
+      const changed = await edit(fh, 24 * MiB, seededRandom(4242));
       await fh.close();
       const size = (await fs.stat(file)).size;
       const withRanges = await backup(repo, {

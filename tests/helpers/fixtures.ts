@@ -55,6 +55,24 @@ export function randomBytes(n: number, seed = 1): Buffer {
   return out;
 }
 
+/** A seeded xorshift generator: rand(n) is an integer in [0, n). */
+export function seededRandom(seed: number): (n: number) => number {
+  let x = seed;
+  return (n: number) => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) % n;
+  };
+}
+
+/** An in-place change to an open file of `size` bytes; returns the byte ranges it changed. */
+export type RangeEdit = (
+  fh: import('node:fs/promises').FileHandle,
+  size: number,
+  rand: (n: number) => number,
+) => Promise<{ offset: number; length: number }[]>;
+
 export interface EntryInfo {
   type: string;
   mode: number;

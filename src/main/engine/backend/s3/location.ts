@@ -95,16 +95,9 @@ export function formatS3Location(loc: S3Location): string {
   return qs ? `${base}?${qs}` : base;
 }
 
-/** True when an endpoint's host is this machine (plain http is acceptable there). */
-export function isLoopbackEndpoint(endpoint: string): boolean {
-  let host: string;
-  try {
-    host = new URL(endpoint).hostname.replace(/^\[|\]$/g, '');
-  } catch {
-    return false;
-  }
-  return host === 'localhost' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
-}
+/** True when an endpoint's host is this machine (plain http is acceptable there): the same test the
+ *  API's destination schema and the job wizard use. */
+export { isLoopbackUrl as isLoopbackEndpoint } from '../../../../shared/destination.js';
 
 /** AWS's own hosts use virtual-hosted addressing; other stores (MinIO, Ceph, NAS boxes on an IP) path-style. */
 export function defaultPathStyle(endpoint: string | undefined): boolean {
