@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { buildRenderer, chromiumPath, CHROMIUM_ARGS, ARTIFACTS } from './helpers.js';
+import type { BrowserContext, Page } from 'playwright-core';
+import { buildRenderer, chromiumPath, closeAll, openBrowser, ARTIFACTS } from './helpers.js';
 import { createApi, type Wired } from '../../src/main/api/wiring.js';
 import { startServer, type RunningServer } from '../../src/main/api/server.js';
 
@@ -22,7 +22,7 @@ let wired: Wired;
 let server: RunningServer;
 let context: BrowserContext;
 let page: Page;
-const consoleErrors: string[] = [];
+let consoleErrors: string[] = [];
 const shotDir = path.join(ARTIFACTS, 'screenshots');
 
 async function shot(name: string): Promise<void> {
@@ -55,26 +55,10 @@ suite('browser mode, end to end with the real engine', () => {
     wired = createApi({ mode: 'browser', dataDir: path.join(tmp, 'home') });
     server = await startServer({ api: wired.api, staticDir });
 
-    context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
-      executablePath: browserPath!,
-      args: CHROMIUM_ARGS,
-      headless: true,
-      viewport: { width: 1360, height: 900 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('console', (m) => {
-      if (m.type() === 'error') consoleErrors.push(m.text());
-    });
-    page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+    ({ context, page, consoleErrors } = await openBrowser(browserPath!, tmp, { width: 1360, height: 900 }));
   });
 
-  afterAll(async () => {
-    await context?.close();
-    await wired?.api.close();
-    wired?.close();
-    await server?.close();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  });
+  afterAll(() => closeAll({ context, wired, server, tmp }));
 
   it('creates a job in the wizard, backs up with a live graph, browses, searches and restores', async () => {
     const src = path.join(tmp, 'Documents');

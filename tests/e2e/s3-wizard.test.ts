@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
-import { buildRenderer, chromiumPath, CHROMIUM_ARGS, ARTIFACTS } from './helpers.js';
+import { buildRenderer, chromiumPath, closeAll, openBrowser, ARTIFACTS } from './helpers.js';
 import { createApi, type Wired } from '../../src/main/api/wiring.js';
 import { startServer, type RunningServer } from '../../src/main/api/server.js';
 import { S3Backend } from '../../src/main/engine/backend/s3/index.js';
@@ -29,7 +29,7 @@ let wired: Wired;
 let server: RunningServer;
 let context: BrowserContext;
 let page: Page;
-const consoleErrors: string[] = [];
+let consoleErrors: string[] = [];
 const shotDir = path.join(ARTIFACTS, 'screenshots');
 
 describe.skipIf(!!skip)(`the wizard's S3 destination, end to end${skip ? ` (skipped: ${skip})` : ''}`, () => {
@@ -54,26 +54,10 @@ describe.skipIf(!!skip)(`the wizard's S3 destination, end to end${skip ? ` (skip
     const staticDir = await buildRenderer(path.join(tmp, 'renderer'));
     wired = createApi({ mode: 'browser', dataDir: path.join(tmp, 'home') });
     server = await startServer({ api: wired.api, staticDir });
-    context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
-      executablePath: browserPath!,
-      args: CHROMIUM_ARGS,
-      headless: true,
-      viewport: { width: 1360, height: 1000 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('console', (m) => {
-      if (m.type() === 'error') consoleErrors.push(m.text());
-    });
-    page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+    ({ context, page, consoleErrors } = await openBrowser(browserPath!, tmp, { width: 1360, height: 1000 }));
   });
 
-  afterAll(async () => {
-    await context?.close();
-    await wired?.api.close();
-    wired?.close();
-    await server?.close();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  });
+  afterAll(() => closeAll({ context, wired, server, tmp }));
 
   it('fills, tests (wrong secret, then right) and saves an S3 destination', async () => {
     const src = path.join(tmp, 'Documents');

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { buildRenderer, chromiumPath, CHROMIUM_ARGS, ARTIFACTS } from './helpers.js';
+import type { BrowserContext, Page } from 'playwright-core';
+import { buildRenderer, chromiumPath, closeAll, openBrowser, ARTIFACTS } from './helpers.js';
 import { createApi, type Wired } from '../../src/main/api/wiring.js';
 import { startServer, type RunningServer } from '../../src/main/api/server.js';
 import { RealEngine } from '../../src/main/api/engine-adapter.js';
@@ -28,7 +28,7 @@ let context: BrowserContext;
 let page: Page;
 let photosB: string;
 const beach = crypto.randomBytes(256 * 1024);
-const consoleErrors: string[] = [];
+let consoleErrors: string[] = [];
 const shotDir = path.join(ARTIFACTS, 'screenshots');
 
 async function until(cond: () => boolean, ms = 60_000): Promise<void> {
@@ -94,26 +94,10 @@ suite('browser mode: restoring from another computer of a shared repository', ()
     }
     server = await startServer({ api: wired.api, staticDir });
 
-    context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
-      executablePath: browserPath!,
-      args: CHROMIUM_ARGS,
-      headless: true,
-      viewport: { width: 1360, height: 900 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('console', (m) => {
-      if (m.type() === 'error') consoleErrors.push(m.text());
-    });
-    page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+    ({ context, page, consoleErrors } = await openBrowser(browserPath!, tmp, { width: 1360, height: 900 }));
   }, 180_000);
 
-  afterAll(async () => {
-    await context?.close();
-    await wired?.api.close();
-    wired?.close();
-    await server?.close();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  });
+  afterAll(() => closeAll({ context, wired, server, tmp }));
 
   it('picks the other computer, browses its snapshot and restores one of its files', async () => {
     const target = path.join(tmp, 'Restored from pc-b');
