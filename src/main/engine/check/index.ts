@@ -13,7 +13,7 @@ import type { ID, SnapshotEntry } from '../repo/types.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
-import { acquirePool, releasePool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
+import { acquireDecodePool, releasePool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 
 export interface CheckOptions {
@@ -147,18 +147,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
   // read data
   const damaged = new Map<string, string>(); // blob → message
   if (opts.readData) {
-    const pool = acquirePool(
-      {
-        encryptionKey: repo.key.encryption,
-        idKey: repo.key.id,
-        chunker: repo.config.chunker,
-        chunkerSeed: repo.config.chunkerSeed,
-        compressionLevel: 0,
-        readLimit: 0,
-        lowPriority: false,
-      },
-      opts.workers ?? defaultWorkerCount(),
-    );
+    const pool = acquireDecodePool(repo.key, repo.config, opts.workers ?? defaultWorkerCount());
     try {
       const packs = [...stored.keys()].sort();
       let n = 0;

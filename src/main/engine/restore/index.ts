@@ -23,7 +23,7 @@ import { nameBytes, isSafeName } from '../repo/tree.js';
 import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
 import {
   type WorkerPool,
-  acquirePool,
+  acquireDecodePool,
   releasePool,
   decodeBuffer,
   defaultWorkerCount,
@@ -89,18 +89,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     const snap = await repo.loadSnapshot(opts.snapshot);
     emit();
     // the workers start while the plan is made
-    pool = acquirePool(
-      {
-        encryptionKey: repo.key.encryption,
-        idKey: repo.key.id,
-        chunker: repo.config.chunker,
-        chunkerSeed: repo.config.chunkerSeed,
-        compressionLevel: 0,
-        readLimit: 0,
-        lowPriority: false,
-      },
-      opts.workers ?? defaultWorkerCount(),
-    );
+    pool = acquireDecodePool(repo.key, repo.config, opts.workers ?? defaultWorkerCount());
 
     // ---- plan ------------------------------------------------------------------------------
     const includes = (opts.include ?? []).map((p) => path.posix.resolve('/', p));

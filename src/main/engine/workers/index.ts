@@ -190,6 +190,27 @@ export class WorkerPool {
 const shared = new Map<string, { pool: WorkerPool; users: number; timer?: NodeJS.Timeout }>();
 const poolKeys = new WeakMap<WorkerPool, string>();
 
+/** A pool that only opens blobs (restore, check --read-data): the repository's keys and chunker, no
+ *  compression, no read limit. */
+export function acquireDecodePool(
+  key: { encryption: Uint8Array; id: Uint8Array },
+  config: { chunker: WorkerInit['chunker']; chunkerSeed: string },
+  size = defaultWorkerCount(),
+): WorkerPool {
+  return acquirePool(
+    {
+      encryptionKey: key.encryption,
+      idKey: key.id,
+      chunker: config.chunker,
+      chunkerSeed: config.chunkerSeed,
+      compressionLevel: 0,
+      readLimit: 0,
+      lowPriority: false,
+    },
+    size,
+  );
+}
+
 export function acquirePool(init: WorkerInit, size = defaultWorkerCount()): WorkerPool {
   const key = JSON.stringify({
     ...init,
