@@ -175,13 +175,9 @@ async function backupFileRanges(
       if (!pendingCuts.length) return;
       const cuts = pendingCuts;
       pendingCuts = [];
-      const store = (await ask(taskId, {
-        kind: 'query',
-        ids: cuts.map((c) => c.id.toString('hex')),
-      })) as boolean[];
-      await storeNew(
+      await storeIfNew(
         taskId,
-        cuts.filter((_, i) => store[i]).map((c) => ({ id: c.id, data: buf.subarray(c.off, c.off + c.len) })),
+        cuts.map((c) => ({ id: c.id, data: buf.subarray(c.off, c.off + c.len) })),
       );
     };
     for (;;) {
@@ -302,14 +298,7 @@ async function backupFileBlocks(
     const batch = pending;
     pending = [];
     pendingBytes = 0;
-    const store = (await ask(taskId, {
-      kind: 'query',
-      ids: batch.map((c) => c.id.toString('hex')),
-    })) as boolean[];
-    await storeNew(
-      taskId,
-      batch.filter((_, i) => store[i]),
-    );
+    await storeIfNew(taskId, batch);
   };
   const inFlight: { piece: (typeof pieces)[number]; read: Promise<Buffer> }[] = [];
   let next = 0;
@@ -366,6 +355,20 @@ async function backupFileBlocks(
     if (lens[i] < B) break;
   }
   return { content: out, bytesRead, size: kept, changedWhileReading: true, blobs: [] };
+}
+
+/** Asks the main thread which of these chunks the repository lacks (one dedup query for the batch) and
+ *  stores those. */
+async function storeIfNew(taskId: number, chunks: { id: Buffer; data: Uint8Array }[]): Promise<void> {
+  if (!chunks.length) return;
+  const store = (await ask(taskId, {
+    kind: 'query',
+    ids: chunks.map((c) => c.id.toString('hex')),
+  })) as boolean[];
+  await storeNew(
+    taskId,
+    chunks.filter((_, i) => store[i]),
+  );
 }
 
 /** Stores new chunks: sealed here, or handed over raw so that any free worker compresses them. */
@@ -438,15 +441,9 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
       if (small) {
         for (const c of cuts) speculative.push(sealChunk(c.id, buf.subarray(c.off, c.off + c.len)));
       } else if (cuts.length) {
-        const store = (await ask(taskId, {
-          kind: 'query',
-          ids: cuts.map((c) => c.id.toString('hex')),
-        })) as boolean[];
-        await storeNew(
+        await storeIfNew(
           taskId,
-          cuts
-            .filter((_, i) => store[i])
-            .map((c) => ({ id: c.id, data: buf.subarray(c.off, c.off + c.len) })),
+          cuts.map((c) => ({ id: c.id, data: buf.subarray(c.off, c.off + c.len) })),
         );
       }
       if (eof && start >= end) break;
