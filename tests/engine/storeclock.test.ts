@@ -125,5 +125,12 @@ describe('lock leases on the store clock', () => {
     // a backend with no clock of its own is judged by the local one (offset 0)
     const plain = { ...s.store, storeNow: undefined } as unknown as MemoryBackend;
     expect((await storeClock(plain, () => 42)).offsetMs).toBe(0);
+    // a store reading taken between our two readings (a folder: our own clock, a slow await) is no offset
+    let t = 1000;
+    const tick = () => (t += 5);
+    const sameClock = { storeNow: async () => tick() } as unknown as MemoryBackend;
+    expect((await storeClock(sameClock, tick)).offsetMs).toBe(0);
+    const behind = { storeNow: async () => 10 } as unknown as MemoryBackend;
+    expect((await storeClock(behind, () => 1000)).offsetMs).toBe(-990);
   });
 });

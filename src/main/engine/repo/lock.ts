@@ -40,9 +40,14 @@ export async function storeClock(
     const t = now();
     return { now: t, offsetMs: 0 };
   }
-  const store = await backend.storeNow();
   // The backend's estimate is based on the system clock; an injected local clock (tests) may differ.
-  return { now: store, offsetMs: store - now() };
+  // Our clock is read before and after asking: a store time inside that window is no measurable
+  // offset (a folder's clock is ours, and the await between two readings can take a millisecond).
+  const before = now();
+  const store = await backend.storeNow();
+  const after = now();
+  const offsetMs = store < before ? store - before : store > after ? store - after : 0;
+  return { now: store, offsetMs };
 }
 
 /** A warning for the run log when the store's clock and ours disagree by more than CLOCK_SKEW_WARN_MS. */
