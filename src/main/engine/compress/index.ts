@@ -5,6 +5,10 @@
  * The default level is 3: see bench/ (level 1 is ~1.6x faster but stores ~8% more on text).
  */
 import { Compressor, Decompressor } from 'zstd-napi';
+import { createRequire } from 'node:module';
+
+// zstd-napi's low-level binding (a CommonJS module whose exports ES imports cannot name statically)
+const zstd = createRequire(import.meta.url)('zstd-napi/binding.js') as typeof import('zstd-napi/binding.js');
 
 export const DEFAULT_LEVEL = 3;
 const MIN_SAVING = 0.03;
@@ -38,4 +42,51 @@ export function decompress(data: Uint8Array, expectedLength: number): Buffer {
   if (out.length !== expectedLength)
     throw new Error(`decompressed ${out.length} bytes, expected ${expectedLength}`);
   return out;
+}
+
+/*
+ * The pipeline's per-thread variants: the output goes into one buffer per thread that the next call
+ * reuses, so a chunk costs no allocation (glibc maps every buffer over 128 KiB afresh, zeroing its
+ * pages, under the engine's MALLOC_MMAP_THRESHOLD_) and compressed text is not copied out of an
+ * oversized destination. The caller must be done with the result (sealed it, written it) before the
+ * next call on the same thread.
+ */
+type Binding = typeof import('zstd-napi/binding.js');
+let cctxs: Map<number, InstanceType<Binding['CCtx']>> | undefined;
+let dctx: InstanceType<Binding['DCtx']> | undefined;
+let compressScratch: Buffer | undefined;
+let decompressScratch: Buffer | undefined;
+
+/** maybeCompress into the thread's reusable buffer (valid until the next call on this thread). */
+export function maybeCompressTransient(data: Uint8Array, level: number): Compressed {
+  const raw = () => ({ data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), compressed: false });
+  if (level <= 0 || data.length < 64) return raw();
+  cctxs ??= new Map();
+  let c = cctxs.get(level);
+  if (!c) {
+    c = new zstd.CCtx();
+    c.setParameter(zstd.CParameter.compressionLevel, level);
+    cctxs.set(level, c);
+  }
+  // no more than the saving we require: zstd stops early when the output would not fit
+  const limit = Math.floor(data.length * (1 - MIN_SAVING));
+  const bound = zstd.compressBound(data.length);
+  if (!compressScratch || compressScratch.length < bound) compressScratch = Buffer.allocUnsafe(bound);
+  let n: number;
+  try {
+    n = c.compress2(compressScratch.subarray(0, limit), data);
+  } catch {
+    return raw(); // "destination buffer too small": it does not pay
+  }
+  return { data: compressScratch.subarray(0, n), compressed: true };
+}
+
+/** decompress into the thread's reusable buffer (valid until the next call on this thread). */
+export function decompressTransient(data: Uint8Array, expectedLength: number): Buffer {
+  dctx ??= new zstd.DCtx();
+  if (!decompressScratch || decompressScratch.length < expectedLength)
+    decompressScratch = Buffer.allocUnsafe(Math.max(expectedLength, 64 * 1024));
+  const n = dctx.decompress(decompressScratch.subarray(0, expectedLength), data);
+  if (n !== expectedLength) throw new Error(`decompressed ${n} bytes, expected ${expectedLength}`);
+  return decompressScratch.subarray(0, n);
 }

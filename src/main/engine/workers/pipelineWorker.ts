@@ -27,7 +27,7 @@ import { setTimesSync } from '../restore/times.js';
 import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, open as openSealed, seal } from '../crypto/index.js';
-import { maybeCompress, decompress } from '../compress/index.js';
+import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
 import type {
   BackupFileResult,
   BackupFileTask,
@@ -108,7 +108,7 @@ async function throttle(bytes: number): Promise<void> {
 }
 
 function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
-  const c = maybeCompress(data, init.compressionLevel);
+  const c = maybeCompressTransient(data, init.compressionLevel); // sealed (copied) right away
   const sealed = seal(encKey, c.data, id);
   // an ArrayBuffer of its own, so it can be transferred (copied when it is a slice of a shared pool)
   let own: Uint8Array = sealed;
@@ -584,7 +584,7 @@ function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer
       if (it.offset + it.length > task.buffer.length)
         return { ok: false as const, message: 'the pack is shorter than its index says' };
       plain = openSealed(encKey, task.buffer.subarray(it.offset, it.offset + it.length), idBuf);
-      if (it.compressed) plain = decompress(plain, it.rawLength);
+      if (it.compressed) plain = decompressTransient(plain, it.rawLength); // used before the next item
       if (!blobId(idKey, plain).equals(idBuf))
         return { ok: false as const, message: 'content does not match its ID' };
     } catch (err) {

@@ -1,0 +1,46 @@
+/**
+ * The pipeline's per-thread compression buffers give the same bytes as the allocating variants, store
+ * data raw when compression saves under 3%, and report damaged or mis-sized input as errors.
+ */
+import { describe, it, expect } from 'vitest';
+import crypto from 'node:crypto';
+import {
+  maybeCompress,
+  maybeCompressTransient,
+  decompress,
+  decompressTransient,
+} from '../../src/main/engine/compress/index.js';
+
+const text = Buffer.from('the quick brown fox jumps over the lazy dog 1234\n'.repeat(40_000));
+
+describe('compression with reused buffers', () => {
+  it('equals maybeCompress, round-trips, and keeps random data raw', () => {
+    for (const data of [text, text.subarray(0, 5000), Buffer.concat([text, crypto.randomBytes(300_000)])]) {
+      const a = maybeCompress(data, 3);
+      const b = maybeCompressTransient(data, 3);
+      expect(b.compressed).toBe(a.compressed);
+      expect(Buffer.compare(b.data, a.data)).toBe(0);
+      expect(b.compressed).toBe(true);
+      const copy = Buffer.from(b.data);
+      expect(decompressTransient(copy, data.length).equals(data)).toBe(true);
+      expect(decompress(copy, data.length).equals(data)).toBe(true);
+    }
+    const random = crypto.randomBytes(1 << 20);
+    const r = maybeCompressTransient(random, 3);
+    expect(r.compressed).toBe(false);
+    expect(r.data.equals(random)).toBe(true);
+    // a buffer that compresses by less than 3% is stored raw as well
+    const almost = Buffer.concat([crypto.randomBytes(98_000), Buffer.alloc(1_000)]);
+    expect(maybeCompressTransient(almost, 3).compressed).toBe(maybeCompress(almost, 3).compressed);
+    expect(maybeCompressTransient(text, 0).compressed).toBe(false);
+  });
+
+  it('rejects a wrong expected length and damaged input', () => {
+    const c = Buffer.from(maybeCompressTransient(text, 3).data);
+    expect(() => decompressTransient(c, text.length - 1)).toThrow();
+    expect(() => decompressTransient(c, text.length + 1)).toThrow(/expected/);
+    const bad = Buffer.from(c);
+    bad.fill(0x55, 10, 60);
+    expect(() => decompressTransient(bad, text.length)).toThrow();
+  });
+});
