@@ -1,9 +1,15 @@
 /**
- * `npm run bench [-- --scale N] [-- --small-files N] [-- --dir DIR] [-- --no-restic]`
+ * `npm run bench [-- --scale N] [-- --small-files N] [-- --dir DIR] [-- --no-restic] [-- --restore-in-place]`
  * Full backup, no-change backup and full restore of a deterministic dataset with Tidemark and, when
  * installed, restic on the same data in the same run. Prints wall seconds, MB/s, files/s, CPU %, peak
  * RSS, bytes read from the source, repository size, and (Tidemark) the event-loop delay of the process
  * hosting the engine. The page cache is dropped before each step when running as root.
+ *
+ * Each tool restores into a freshly made ext4 filesystem (a loop device over an image file under --dir,
+ * when running as root with mkfs.ext4): this machine's root filesystem is ext4 without a journal, where
+ * creating a file walks past every inode freed in the last 1–6 minutes one by one (ext4's
+ * recently_deleted check), so a restore into it ran 10–40% slower or faster depending on how many files
+ * the tests or an earlier run had just deleted. `--restore-in-place` restores under --dir instead.
  */
 import fs from 'node:fs/promises';
 import fss from 'node:fs';
@@ -24,6 +30,7 @@ const smallFiles = opt('small-files') ? Number(opt('small-files')) : undefined;
 const base = path.resolve(opt('dir', '/var/tmp/tidemark-bench')!);
 const withRestic = !args.includes('--no-restic') && spawnSync('restic', ['version']).status === 0;
 const workers = opt('workers');
+const restoreInPlace = args.includes('--restore-in-place');
 const root = path.resolve(import.meta.dirname, '..');
 
 function dropCaches(): boolean {
@@ -110,6 +117,70 @@ function same(a: Map<string, string>, b: Map<string, string>): boolean {
   return true;
 }
 
+interface RestoreTarget {
+  dir: string;
+  how: string;
+  cleanup: () => Promise<void>;
+}
+
+/** Where a tool restores: a fresh ext4 filesystem (see the header), or a folder under --dir. */
+async function restoreTarget(name: string, files: number, bytes: number): Promise<RestoreTarget> {
+  const inPlace = async (): Promise<RestoreTarget> => {
+    const dir = path.join(base, name);
+    await fs.rm(dir, { recursive: true, force: true });
+    return { dir, how: `a folder under ${base}`, cleanup: async () => {} };
+  };
+  if (
+    restoreInPlace ||
+    process.getuid?.() !== 0 ||
+    spawnSync('sh', ['-c', 'command -v mkfs.ext4 losetup']).status
+  )
+    return inPlace();
+  const fsDir = path.join(base, `${name}-fs`);
+  const image = path.join(fsDir, 'disk.img');
+  const mnt = path.join(fsDir, 'mnt');
+  const sh = (cmd: string, a: string[]) => {
+    const r = spawnSync(cmd, a, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`${cmd} ${a.join(' ')}: ${r.stderr}`);
+    return r.stdout.trim();
+  };
+  const detach = () => {
+    spawnSync('umount', [mnt]);
+    const loops = spawnSync('losetup', ['-j', image], { encoding: 'utf8' }).stdout;
+    for (const l of loops.split('\n')) if (l.includes(':')) spawnSync('losetup', ['-d', l.split(':')[0]]);
+  };
+  if (fss.existsSync(fsDir)) detach(); // left by an interrupted run
+  await fs.rm(fsDir, { recursive: true, force: true });
+  await fs.mkdir(mnt, { recursive: true });
+  const sizeMiB = Math.ceil((bytes * 1.5) / 2 ** 20) + files / 64 + 1024;
+  sh('truncate', ['-s', `${Math.ceil(sizeMiB)}M`, image]);
+  const dev = sh('losetup', ['-f', '--show', '--direct-io=on', image]);
+  try {
+    sh('mkfs.ext4', [
+      '-q',
+      '-F',
+      '-N',
+      String(files * 2 + 65536),
+      '-E',
+      'lazy_itable_init=0,lazy_journal_init=0',
+      dev,
+    ]);
+    sh('mount', [dev, mnt]);
+  } catch (err) {
+    spawnSync('losetup', ['-d', dev]);
+    console.log(`restore target: could not make a fresh filesystem (${(err as Error).message.trim()})`);
+    return inPlace();
+  }
+  return {
+    dir: path.join(mnt, 'out'),
+    how: `a fresh ext4 filesystem (${dev}, direct I/O to an image under ${base})`,
+    cleanup: async () => {
+      detach();
+      await fs.rm(fsDir, { recursive: true, force: true });
+    },
+  };
+}
+
 interface Row {
   tool: string;
   step: string;
@@ -174,12 +245,14 @@ async function main() {
       repoBytes: await dirBytes(tmRepo),
     });
   }
-  dropCaches();
   {
-    // the same layout as restic's restore (the full original path under the target): ext4 places the
-    // folders of a shallow tree differently, and that alone moved this restore by 10–30% here
-    const m = await timed(process.execPath, tm(['restore', 'latest', '--target', tmOut, ...wargs]), env);
-    const ok = same(expected, await hashTree(path.join(tmOut, data.root)));
+    // the same layout as restic's restore (the full original path under the target)
+    const out = await restoreTarget('tm-restore', data.files, data.bytes);
+    console.log(`restore targets: ${out.how}`);
+    dropCaches();
+    const m = await timed(process.execPath, tm(['restore', 'latest', '--target', out.dir, ...wargs]), env);
+    const ok = same(expected, await hashTree(path.join(out.dir, data.root)));
+    await out.cleanup();
     rows.push({
       tool: 'tidemark',
       step: 'full restore',
@@ -221,9 +294,11 @@ async function main() {
         repoBytes: await dirBytes(rRepo),
       });
     }
+    const out = await restoreTarget('restic-restore', data.files, data.bytes);
     dropCaches();
-    const m = await timed('restic', ['-r', rRepo, 'restore', 'latest', '--target', rOut], renv);
-    const ok = same(expected, await hashTree(path.join(rOut, data.root)));
+    const m = await timed('restic', ['-r', rRepo, 'restore', 'latest', '--target', out.dir], renv);
+    const ok = same(expected, await hashTree(path.join(out.dir, data.root)));
+    await out.cleanup();
     rows.push({
       tool: 'restic',
       step: 'full restore',

@@ -110,6 +110,23 @@ function bpfStats(): { ns: number; runs: number } {
   }
 }
 
+/** CBT_PROFILE=FILE: a CPU profile of the main thread during the tracked incremental (.cpuprofile). */
+async function startProfile() {
+  const { Session } = await import('node:inspector/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  return {
+    stop: async (file: string) => {
+      const { profile } = await session.post('Profiler.stop');
+      fs.writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
@@ -240,6 +257,7 @@ try {
   tb = now();
   s = await BlockChangeSession.begin([loop.mnt], { ...opts, parentSnapshot: first.snapshotId });
   const changedRanges = await computeChangedRanges([file], s);
+  const prof = process.env.CBT_PROFILE ? await startProfile() : undefined;
   const withCbt = await backup(repo, {
     paths: [loop.mnt],
     job: 'bench',
@@ -248,6 +266,7 @@ try {
     changeHint: { dirtyDirs: new Set([loop.mnt]), cursor: {}, changedRanges },
   });
   const engineCbtTime = now() - tb;
+  if (prof) await prof.stop(process.env.CBT_PROFILE!);
   await s.commit(withCbt.snapshotId, [file]);
   dropFileCache(file);
   tb = now();
