@@ -1,12 +1,21 @@
 import { describe, it, expect, beforeAll } from 'vitest';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { tempDir, writeTree, randomBytes, runCli, cliEnv, listRepoFiles } from '../helpers/fixtures.js';
+import {
+  tempDir,
+  writeTree,
+  randomBytes,
+  runCli,
+  cliEnv,
+  listRepoFiles,
+  until,
+} from '../helpers/fixtures.js';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { check } from '../../src/main/engine/check/index.js';
 import { AbortedError } from '../../src/main/engine/errors.js';
+import { newBackupProgress } from '../../src/main/engine/operations.js';
 
 describe('tidemark CLI', () => {
   let work: string;
@@ -205,34 +214,60 @@ describe('pausing a backup', () => {
   it('stops starting new files while paused and finishes after resume', async () => {
     const work = await tempDir('tm-pause-');
     const src = path.join(work, 'src');
+    const SIZE = 300_000; // above the chunker's minimum: each file is a task of its own
     const files: Record<string, Buffer> = {};
-    for (let i = 0; i < 30; i++) files[`f${String(i).padStart(2, '0')}.bin`] = randomBytes(300_000, 600 + i);
-    await writeTree(src, files);
+    for (let i = 0; i < 30; i++) files[`f${String(i).padStart(2, '0')}.bin`] = randomBytes(SIZE, 600 + i);
+    await writeTree(src, files); // one flat folder
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
     const { PauseGate } = await import('../../src/main/engine/schedule/scheduler.js');
-    const gate = new PauseGate();
-    let latest = 0;
-    let pausedAt: number | undefined;
+    // The engine asks the gate before it lists a folder and before it starts a file. This gate counts
+    // who got through and who waits, so the test knows when the work started before the pause is done
+    // instead of guessing how long that takes (seconds on a loaded machine).
+    class CountingGate extends PauseGate {
+      passed = 0;
+      waiting = 0;
+      override async wait(): Promise<void> {
+        if (this.paused) {
+          this.waiting++;
+          await super.wait();
+          this.waiting--;
+        }
+        this.passed++;
+      }
+    }
+    const gate = new CountingGate();
+    let latest = newBackupProgress();
+    let pausedOnce = false;
     const run = backup(repo, {
       paths: [src],
       workers: 1,
       readLimitBytesPerSec: 3 * 1024 * 1024,
       pauseGate: gate,
       progress: (p) => {
-        latest = p.filesDone;
-        if (pausedAt === undefined && p.filesDone >= 3) {
+        latest = p;
+        if (!pausedOnce && p.filesDone >= 3) {
+          pausedOnce = true;
           gate.set(true);
-          pausedAt = p.filesDone;
         }
       },
     });
-    await new Promise((r) => setTimeout(r, 1500));
-    const during = latest;
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(latest).toBe(during); // nothing new started (work in flight had finished by the first look)
-    expect(latest).toBeLessThan(30);
+    // Paused, the engine finishes the files it had started and then waits at the gate: every pass but
+    // the one listing of `src` started a file, and all of those are done.
+    const settled = () => gate.waiting > 0 && latest.filesDone === gate.passed - 1;
+    await until(settled, () => `the paused run to settle (${gate.passed} passed, ${latest.filesDone} done)`);
+    const passed = gate.passed;
+    const during = latest.filesDone;
+    expect(during).toBeGreaterThanOrEqual(3);
+    expect(during).toBeLessThan(30);
+    // While paused, nothing more is read or finished (ticks of progress still come, 4 a second).
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(gate.paused).toBe(true);
+    expect(gate.passed).toBe(passed);
+    expect(latest.filesDone).toBe(during);
+    expect(latest.bytesRead).toBe(during * SIZE); // no file beyond those was even opened for reading
     gate.set(false);
     const r = await run;
     expect(r.snapshot.stats.files).toBe(30);
+    expect(r.snapshot.stats.bytesRead).toBe(30 * SIZE);
   });
 });

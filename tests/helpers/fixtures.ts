@@ -224,3 +224,21 @@ export async function dirSize(dir: string): Promise<number> {
 
 export const isRoot = process.getuid?.() === 0;
 export const exists = (p: string) => fss.existsSync(p);
+
+/**
+ * Waits until `cond` holds, polling. For waiting on what another process or thread does: no test
+ * may assume how far work gets in a fixed time (CI machines are slow and loaded). `what` names the
+ * condition in the error thrown when it does not hold within `ms` (a hang made readable).
+ */
+export async function until(
+  cond: () => boolean | Promise<boolean>,
+  what: string | (() => string),
+  ms = 45_000, // below the suite's test timeout (60 s), so the error says what did not happen
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
