@@ -23,6 +23,10 @@ const common = {
 await build({
   ...common,
   entryPoints: { cli: 'src/main/cli/main.ts', pipelineWorker: 'src/main/engine/workers/pipelineWorker.ts' },
+  // code loaded on first use (the S3 backend and the AWS SDK) goes into chunks of its own, so commands
+  // on a local repository do not spend start-up time loading it
+  splitting: true,
+  chunkNames: 'chunks/[name]-[hash]',
 });
 await build({
   ...common,

@@ -10,7 +10,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { isS3Location } from './s3/location.js';
 import { s3OptionsFrom, type BackendOptions } from './open.js';
-import { diagnoseS3, type S3DiagnoseOptions } from './s3/diagnose.js';
+import type { S3DiagnoseOptions } from './s3/diagnose.js';
 import { errorToWire } from '../errors.js';
 
 export interface DiagnosisCheck {
@@ -189,6 +189,7 @@ export async function diagnoseLocation(
         summary: `cannot use ${location}: ${w.message}`,
       };
     }
+    const { diagnoseS3 } = await import('./s3/diagnose.js'); // the AWS SDK, loaded on first use
     return diagnoseS3(s3, o);
   }
   return diagnoseFolder(location.replace(/^local:/, ''));

@@ -14,7 +14,7 @@
 import path from 'node:path';
 import type { Backend } from './types.js';
 import { LocalBackend } from './local/index.js';
-import { S3Backend, type S3Options } from './s3/index.js';
+import type { S3Options } from './s3/index.js';
 import { isS3Location, normalizePrefix, parseS3Location } from './s3/location.js';
 import { RetryBackend, type RetryOptions } from './retry/index.js';
 import { RequestLogBackend, type RequestRecord } from './requestlog/index.js';
@@ -78,9 +78,15 @@ export function s3OptionsFrom(location: string, options: BackendOptions = {}): S
   };
 }
 
-function openStore(location: string, options: BackendOptions): { store: Backend; remote: boolean } {
-  if (isS3Location(location) || (location === '' && options.bucket))
+async function openStore(
+  location: string,
+  options: BackendOptions,
+): Promise<{ store: Backend; remote: boolean }> {
+  if (isS3Location(location) || (location === '' && options.bucket)) {
+    // loaded on first use: the AWS SDK is a third of every command's start-up time otherwise
+    const { S3Backend } = await import('./s3/index.js');
     return { store: new S3Backend(s3OptionsFrom(location, options)), remote: true };
+  }
   if (location.startsWith('local:'))
     return { store: new LocalBackend(path.resolve(location.slice('local:'.length))), remote: false };
   if (/^[a-z0-9]+:(?!\\)/i.test(location) && !/^[a-zA-Z]:[\\/]/.test(location))
@@ -90,7 +96,7 @@ function openStore(location: string, options: BackendOptions): { store: Backend;
 }
 
 export async function openBackend(location: string, options: BackendOptions = {}): Promise<Backend> {
-  const { store, remote } = openStore(location, options);
+  const { store, remote } = await openStore(location, options);
   let b: Backend = options.wrapStore ? options.wrapStore(store) : store;
   if (options.uploadBytesPerSec || options.downloadBytesPerSec)
     b = new ThrottleBackend(b, {
