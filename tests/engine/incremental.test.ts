@@ -62,7 +62,6 @@ describe('incremental backups and deduplication', () => {
 
   it('re-reads only files whose size, mtime, ctime or inode changed', async () => {
     await fs.appendFile(path.join(src, 'notes.md'), 'more\n');
-    const before = Date.now();
     const r = await backup(repo, { paths: [src] });
     expect(r.snapshot.stats.filesRead).toBe(1);
     expect(r.snapshot.stats.bytesRead).toBe((await fs.stat(path.join(src, 'notes.md'))).size);
@@ -79,7 +78,6 @@ describe('incremental backups and deduplication', () => {
     const changes = [];
     for await (const d of diff(repo, r2.snapshot.tree, r3.snapshot.tree)) changes.push(`${d.kind} ${d.path}`);
     expect(changes).toContain(`modified ${src}/docs/b.txt`);
-    expect(Date.now() - before).toBeGreaterThan(0);
   });
 
   it('moving a folder adds only tree data', async () => {
