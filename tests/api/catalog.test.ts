@@ -17,20 +17,13 @@ import { FakeEngine } from '../../src/main/api/fake-engine.js';
 import { MemoryState } from '../../src/main/api/state.js';
 import type { RepoHandle } from '../../src/main/api/services.js';
 import { excludePresetPatterns, type ApiEvent } from '../../src/shared/api.js';
+import { until } from '../helpers/fixtures.js';
 
 let tmp: string;
 let catalog: Catalog;
 let api: TidemarkApi;
 const secrets = new MemorySecretStore();
 const events: { event: ApiEvent; payload: any }[] = [];
-
-async function until(cond: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 beforeAll(() => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-api-catalog-'));
@@ -124,7 +117,10 @@ describe('API over the catalog', () => {
     expect(await secrets.get(secretKeys.repositoryPassword(cjob.repositoryId))).toBe('letters password');
 
     const run = await api.call('jobs.runNow', { id: created.id });
-    await until(() => events.some((e) => e.event === 'run.finished' && e.payload.id === run.id));
+    await until(
+      () => events.some((e) => e.event === 'run.finished' && e.payload.id === run.id),
+      'the run to finish',
+    );
     const progress = events.filter((e) => e.event === 'run.progress').map((e) => e.payload);
     expect(progress.length).toBeGreaterThan(0);
     expect(progress.every((p) => p.run.id === run.id && p.run.jobId === created.id)).toBe(true);
@@ -166,8 +162,12 @@ describe('API over the catalog', () => {
     });
     const run2 = await api.call('jobs.runNow', { id: created.id });
     const run3 = await api.call('jobs.runNow', { id: other.id });
-    await until(() =>
-      [run2.id, run3.id].every((id) => events.some((e) => e.event === 'run.finished' && e.payload.id === id)),
+    await until(
+      () =>
+        [run2.id, run3.id].every((id) =>
+          events.some((e) => e.event === 'run.finished' && e.payload.id === id),
+        ),
+      'both runs to finish',
     );
     expect(await api.call('snapshots.list', { jobId: created.id })).toHaveLength(2);
     expect(await api.call('snapshots.list', { jobId: other.id })).toHaveLength(1);

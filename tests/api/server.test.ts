@@ -11,6 +11,7 @@ import { TidemarkApi } from '../../src/main/api/api.js';
 import { MemoryState } from '../../src/main/api/state.js';
 import { FakeEngine } from '../../src/main/api/fake-engine.js';
 import type { WsServerMessage } from '../../src/shared/api.js';
+import { until } from '../helpers/fixtures.js';
 
 let tmp: string;
 let server: RunningServer;
@@ -218,7 +219,10 @@ describe('browser-mode server', () => {
 
     const run = await c.call('jobs.runNow', { id: jobId });
     expect(run.ok).toBe(true);
-    await waitFor(() => c.events.some((e) => e.event === 'run.finished' && e.payload.id === run.result.id));
+    await until(
+      () => c.events.some((e) => e.event === 'run.finished' && e.payload.id === run.result.id),
+      'the run to finish',
+    );
     const finished = c.events.find((e) => e.event === 'run.finished')!.payload;
     expect(finished.status).toBe('completed');
     expect(finished.counters.filesDone).toBe(2);
@@ -240,18 +244,11 @@ describe('browser-mode server', () => {
       overwrite: 'keep-both',
     });
     expect(r.ok).toBe(true);
-    await waitFor(() =>
-      c.events.some((e) => e.event === 'restore.progress' && e.payload.status !== 'running'),
+    await until(
+      () => c.events.some((e) => e.event === 'restore.progress' && e.payload.status !== 'running'),
+      'the restore to finish',
     );
     expect(fs.readFileSync(path.join(target, src, 'docs', 'report.txt'), 'utf8')).toBe('quarterly numbers');
     ws.close();
   });
 });
-
-async function waitFor(cond: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

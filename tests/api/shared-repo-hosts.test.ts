@@ -16,6 +16,7 @@ import { TidemarkApi } from '../../src/main/api/api.js';
 import { MemoryState } from '../../src/main/api/state.js';
 import { MemorySecretStore } from '../../src/main/engine/catalog/secrets.js';
 import type { ApiEvent, JobSummary, RestoreStatus } from '../../src/shared/api.js';
+import { until } from '../helpers/fixtures.js';
 
 const PW = 'shared office password';
 const me = os.hostname();
@@ -40,17 +41,12 @@ async function backupAs(host: string, src: string, jobTag: string): Promise<stri
   }
 }
 
-async function until(cond: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 async function restored(id: string): Promise<RestoreStatus> {
   let st = await wired.api.call('restore.get', { id });
-  await until(async () => (st = await wired.api.call('restore.get', { id })).status !== 'running');
+  await until(
+    async () => (st = await wired.api.call('restore.get', { id })).status !== 'running',
+    'the restore to finish',
+  );
   return st;
 }
 
@@ -84,7 +80,11 @@ beforeAll(async () => {
     password: PW,
   });
   const run = await wired.api.call('jobs.runNow', { id: job.id });
-  await until(() => events.some((e) => e.event === 'run.finished' && e.payload.id === run.id));
+  await until(
+    () => events.some((e) => e.event === 'run.finished' && e.payload.id === run.id),
+    'the run to finish',
+    90_000,
+  );
   expect((await wired.api.call('runs.get', { id: run.id })).status).toBe('completed');
 }, 120_000);
 

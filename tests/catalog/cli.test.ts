@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/main/cli/program.js';
 import { registerJobCommands } from '../../src/main/cli/commands/jobs.js';
+import { until } from '../helpers/fixtures.js';
 
 let tmp: string;
 const saved: Record<string, string | undefined> = {};
@@ -150,13 +151,16 @@ describe('tidemark job / catalog commands', () => {
     const ac = new AbortController();
     const done = cliWith(ac.signal, 'scheduler');
     // wait until the catch-up run has finished, then stop the scheduler
-    for (let i = 0; i < 1200; i++) {
-      await new Promise((r) => setTimeout(r, 50));
+    const completed = () => {
       const c2 = new Catalog(path.join(tmp, 'home'));
       const runs = c2.listRuns({ jobId: job.id });
       c2.close();
-      if (runs.some((r) => r.status === 'completed')) break;
-    }
+      return runs.some((r) => r.status === 'completed');
+    };
+    await until(completed, 'the catch-up run to complete', 100_000).catch((err) => {
+      ac.abort(); // stop the scheduler, so the failure is reported and nothing keeps running
+      throw err;
+    });
     ac.abort();
     const r = await done;
     expect(r.code).toBe(0);

@@ -14,6 +14,7 @@ import { createApi, type Wired } from '../../src/main/api/wiring.js';
 import { startServer, type RunningServer } from '../../src/main/api/server.js';
 import { RealEngine } from '../../src/main/api/engine-adapter.js';
 import { MemorySecretStore } from '../../src/main/engine/catalog/secrets.js';
+import { until } from '../helpers/fixtures.js';
 
 const browserPath = chromiumPath();
 const suite = browserPath ? describe : describe.skip;
@@ -30,14 +31,6 @@ let photosB: string;
 const beach = crypto.randomBytes(256 * 1024);
 let consoleErrors: string[] = [];
 const shotDir = path.join(ARTIFACTS, 'screenshots');
-
-async function until(cond: () => boolean, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 suite('browser mode: restoring from another computer of a shared repository', () => {
   beforeAll(async () => {
@@ -90,7 +83,7 @@ suite('browser mode: restoring from another computer of a shared repository', ()
         password: PW,
       });
       const run = await wired.api.call('jobs.runNow', { id: job.id });
-      await until(() => finished.has(run.id));
+      await until(() => finished.has(run.id), 'the run to finish', 90_000);
     }
     server = await startServer({ api: wired.api, staticDir });
 

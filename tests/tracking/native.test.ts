@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { collect, nativeSkipReason, scratchDir, startNative } from './helpers.js';
+import { until } from '../helpers/fixtures.js';
 import type { NativeTracker } from '../../src/main/tracking/native.js';
 import { startChangeTracker } from '../../src/main/tracking/select.js';
 import { ChangeJournal } from '../../src/main/tracking/journal.js';
@@ -147,11 +148,12 @@ for (const backend of ['fanotify', 'inotify'] as const) {
       const r = await c.take();
       if (backend === 'inotify') {
         // IN_DELETE_SELF comes when the last reference to the directory goes; another process holding it
-        // for a moment (say a fanotify reader resolving a handle) delays it past the flush: allow a few rounds.
-        for (let i = 0; i < 20 && !r.broken.length; i++) {
-          await new Promise((res) => setTimeout(res, 50));
-          r.broken.push(...(await c.take()).broken);
-        }
+        // for a moment (say a fanotify reader resolving a handle) delays it past the flush: take again
+        // until it comes (however long that moment lasts on a loaded machine).
+        await until(
+          async () => (r.broken.push(...(await c.take()).broken), r.broken.length > 0),
+          'the removal of the root to be reported',
+        );
         expect(r.broken.join()).toMatch(/root/);
         expect(tracker.state).toBe('broken');
       } else {
