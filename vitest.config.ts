@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['src/**/*.test.ts', 'tests/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // expect.poll gives up after 1 s by default: far too little for a UI or a daemon on a loaded CI machine
+    expect: { poll: { timeout: 30_000 } },
     // tests never leave a block tracker pinned in the kernel (the app pins one so tracking survives restarts)
     env: { TIDEMARK_BLOCK_PIN: '' },
     pool: 'forks',
