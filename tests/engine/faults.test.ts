@@ -100,31 +100,31 @@ describe('unreadable and special files', () => {
     expect(await fs.readlink(path.join(target, 'loop-a'))).toBe('loop-b');
   });
 
-  it('records a file that vanishes or changes while it is read, and goes on', async () => {
+  it('records a file that vanishes or changes after the scan saw it, and goes on', async () => {
     const work = await tempDir('tm-vanish-');
     const src = path.join(work, 'src');
     const files: Record<string, Buffer> = {};
     for (let i = 0; i < 12; i++) files[`f${String(i).padStart(2, '0')}.bin`] = randomBytes(300_000, 100 + i);
     await writeTree(src, {
       ...files,
-      'zz-vanishes.txt': randomBytes(300_000, 8), // large enough to be read on its own, after the others
-      'aa-growing.log': randomBytes(4 * MiB, 7), // read first; its read is paid for (throttled) before it is checked
+      'zz-vanishes.txt': randomBytes(300_000, 8), // large enough to be read on its own
+      'aa-growing.log': randomBytes(4 * MiB, 7),
     });
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
-    let acted = false;
-    // reading is throttled (2 MiB/s, 1 worker), so the hook runs long before the last files are read
-    const result = await backup(repo, {
-      paths: [src],
-      workers: 1,
-      readLimitBytesPerSec: 2 * MiB,
-      progress: (p) => {
-        if (!acted && p.phase === 'backing-up' && p.bytesRead > 0) {
-          acted = true;
-          void fs.rm(path.join(src, 'zz-vanishes.txt'));
-          void fs.appendFile(path.join(src, 'aa-growing.log'), 'more data\n');
-        }
+    // The engine asks its pause gate before it lists a folder and before it starts a file: the first ask
+    // is the listing of `src` (one flat folder), the second the start of the first file. Then the scan
+    // has seen every file and no file has been read, so the changes land between the scan and the reads
+    // however fast or slow the machine is (a progress tick racing a throttled read did not).
+    let asks = 0;
+    const gate = {
+      async wait() {
+        if (++asks !== 2) return;
+        await fs.rm(path.join(src, 'zz-vanishes.txt'));
+        await fs.appendFile(path.join(src, 'aa-growing.log'), 'more data\n');
       },
-    });
+    };
+    const result = await backup(repo, { paths: [src], workers: 1, pauseGate: gate });
+    expect(asks).toBeGreaterThan(2);
     expect(result.status).toBe('completed-with-warnings');
     const reasons = Object.fromEntries(result.skipped.map((s) => [path.basename(s.path), s.reason]));
     expect(reasons['zz-vanishes.txt']).toMatch(/vanished/);
