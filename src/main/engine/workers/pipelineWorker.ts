@@ -291,14 +291,31 @@ async function backupFileBlocks(
   // Up to 32 reads (and 16 MiB) in flight, consumed in order: scattered blocks need a deep queue, as
   // random reads one at a time are slow (the libuv pool, UV_THREADPOOL_SIZE, bounds how many really run
   // at once). New blocks go to the main thread in batches of up to 4 MiB (one dedup query per batch).
+  // Up to three batches are with the main thread at once (dedup query, then sealing by any free
+  // worker) while reading and hashing go on: waiting for each batch stalled the reads behind it.
   let pending: { id: Buffer; data: Uint8Array }[] = [];
   let pendingBytes = 0;
+  const storing = new Set<Promise<void>>();
+  let storeError: unknown;
   const flush = async () => {
-    if (!pending.length) return;
-    const batch = pending;
-    pending = [];
-    pendingBytes = 0;
-    await storeIfNew(taskId, batch);
+    if (pending.length) {
+      const batch = pending;
+      pending = [];
+      pendingBytes = 0;
+      const p: Promise<void> = storeIfNew(taskId, batch)
+        .catch((err) => {
+          storeError ??= err;
+        })
+        .finally(() => storing.delete(p));
+      storing.add(p);
+    }
+    while (storing.size >= 3) await Promise.race(storing);
+    if (storeError) throw storeError;
+  };
+  const flushAll = async () => {
+    await flush();
+    while (storing.size) await Promise.race(storing);
+    if (storeError) throw storeError;
   };
   const inFlight: { piece: (typeof pieces)[number]; read: Promise<Buffer> }[] = [];
   let next = 0;
@@ -332,10 +349,10 @@ async function backupFileBlocks(
       }
       if (pendingBytes >= 4 * 1024 * 1024 || pending.length >= 1024) await flush();
     }
-    await flush();
+    await flushAll();
   } finally {
-    // settle reads still in flight (after an error) before the caller closes the file
-    await Promise.allSettled(inFlight.map((f) => f.read));
+    // settle reads in flight and batches being stored (after an error) before the caller closes the file
+    await Promise.allSettled([...inFlight.map((f) => f.read), ...storing]);
     report();
   }
   const after = await fh.stat();
