@@ -102,4 +102,4 @@ it('sees snapshots written elsewhere after it opened the repository, and restore
   expect((await api.call('restore.get', { id: r.id })).status).toBe('completed');
   expect(fs.readFileSync(path.join(target, src, 'a', 'one.txt'), 'utf8')).toBe('first version');
   expect(fs.existsSync(path.join(target, src, 'a', 'two.txt'))).toBe(false);
-}, 120_000);
+});

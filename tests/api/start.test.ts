@@ -58,4 +58,4 @@ it('npm run serve prints a token URL that opens the app; without the token it is
   expect(page.body).toContain('<div id="root">');
   // the default data folder was created on first start
   expect(fs.existsSync(path.join(home, 'data', 'catalog.sqlite'))).toBe(true);
-}, 120_000);
+});

@@ -168,5 +168,5 @@ describe('tidemark job / catalog commands', () => {
     expect(r.out).toMatch(/started "nightly" \(run \d+, catch-up\)/);
     expect(r.out).toMatch(/finished "nightly": completed/);
     expect(r.out).toContain('stopping');
-  }, 120_000);
+  });
 });

@@ -75,5 +75,5 @@ describe('tidemark CLI: requests and maintenance', () => {
     const mine = (await runCli(['-r', repo, '--json', 'maintenance', 'show'])).json;
     expect(mine).toMatchObject({ owner: os.hostname(), event: 'prune', generation: 4 });
     expect(mine.lastPruneAt).not.toBeNull();
-  }, 120_000);
+  });
 });

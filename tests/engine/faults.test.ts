@@ -130,7 +130,7 @@ describe('unreadable and special files', () => {
     expect(reasons['zz-vanishes.txt']).toMatch(/vanished/);
     expect(reasons['aa-growing.log']).toMatch(/changed while/);
     expect(result.snapshot.stats.files).toBe(13); // 12 + growing.log (kept, with a warning)
-  }, 60_000);
+  });
 });
 
 describe('destination full or unwritable', () => {

@@ -233,7 +233,7 @@ export const exists = (p: string) => fss.existsSync(p);
 export async function until(
   cond: () => boolean | Promise<boolean>,
   what: string | (() => string),
-  ms = 45_000, // below the suite's test timeout (60 s), so the error says what did not happen
+  ms = 90_000, // below the suite's test timeout, so the error says what did not happen
 ): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await cond())) {

@@ -192,5 +192,5 @@ describe.skipIf(!cxx)(`native C++ unit tests${cxx ? '' : ' (skipped: no C++ comp
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 60_000);
+  });
 });

@@ -69,5 +69,5 @@ describe.skipIf(!!skip)(`Windows backend build with mingw-w64${skip ? ` (skipped
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
-  }, 120_000);
+  });
 });
