@@ -246,7 +246,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     };
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
     // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
-    const sealBudget = new ByteBudget(24 * 1024 * 1024);
+    // 8 MiB (four 2 MiB groups) keeps two workers busy: 24 MiB was no faster in `npm run bench` and held
+    // 70–100 MB more at the peak when the engine's threads ran unhindered (real-time priority).
+    const sealBudget = new ByteBudget(8 * 1024 * 1024);
     const sealing = new Set<Promise<void>>();
     let sealError: unknown;
     const sealChunks = (chunks: { id: Uint8Array; data: Uint8Array }[]) => {
