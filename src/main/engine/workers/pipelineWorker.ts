@@ -317,18 +317,35 @@ async function backupFileBlocks(
     while (storing.size) await Promise.race(storing);
     if (storeError) throw storeError;
   };
+  // A read that completes starts the next one at once (not when the oldest is consumed: one slow read
+  // at the head of the queue then no longer drains the queue's depth); pieces read but not yet
+  // consumed are bounded by bytes.
   const inFlight: { piece: (typeof pieces)[number]; read: Promise<Buffer> }[] = [];
   let next = 0;
-  let flightBytes = 0;
+  let flightBytes = 0; // issued and not yet consumed
+  let reading = 0; // issued and not yet completed
+  let stopped = false;
   const fill = () => {
     while (
+      !stopped &&
       next < pieces.length &&
-      inFlight.length < 32 &&
+      reading < 32 &&
       (inFlight.length === 0 || flightBytes < 16 * 1024 * 1024)
     ) {
       const piece = pieces[next++];
       flightBytes += piece.count * B;
-      inFlight.push({ piece, read: readPiece(piece) });
+      reading++;
+      const read = readPiece(piece);
+      read.then(
+        () => {
+          reading--;
+          fill();
+        },
+        () => {
+          reading--;
+        },
+      );
+      inFlight.push({ piece, read });
     }
   };
   try {
@@ -352,6 +369,7 @@ async function backupFileBlocks(
     await flushAll();
   } finally {
     // settle reads in flight and batches being stored (after an error) before the caller closes the file
+    stopped = true;
     await Promise.allSettled([...inFlight.map((f) => f.read), ...storing]);
     report();
   }
