@@ -23,14 +23,17 @@ export function DirBrowser({
   const [error, setError] = useState<string | null>(null);
   const [typed, setTyped] = useState('');
   const seq = useRef(0);
+  const edits = useRef(0);
   const go = useCallback(async (path?: string) => {
     // only the latest request may update the view (a slow first listing must not replace a later one)
     const mine = ++seq.current;
+    const editsBefore = edits.current;
     try {
       const l = await api.call('fs.listDirs', { path });
       if (mine !== seq.current) return;
       setListing(l);
-      setTyped(l.path);
+      // nor replace a path typed while it was on its way (typing before the first listing came back)
+      if (edits.current === editsBefore) setTyped(l.path);
       setError(null);
     } catch (err) {
       if (mine === seq.current) setError(errorMessage(err));
@@ -84,7 +87,10 @@ export function DirBrowser({
         <input
           aria-label="Folder path"
           value={typed}
-          onChange={(e) => setTyped(e.target.value)}
+          onChange={(e) => {
+            edits.current++;
+            setTyped(e.target.value);
+          }}
           spellCheck={false}
         />
         <button className="button" type="submit">
