@@ -35,7 +35,7 @@ suite('browser mode, end to end with the real engine', () => {
     fs.mkdirSync(shotDir, { recursive: true });
     const staticDir = await buildRenderer(path.join(tmp, 'renderer'));
 
-    // the folder to back up: a few documents and 40 files of random data (so the run lasts a few seconds
+    // the folder to back up: a few documents and 40 files of random data (so the run lasts over ten seconds
     // under the job's read limit, long enough to draw a graph)
     const src = path.join(tmp, 'Documents');
     fs.mkdirSync(path.join(src, 'reports', '2026'), { recursive: true });
@@ -96,6 +96,8 @@ suite('browser mode, end to end with the real engine', () => {
     // the directory browser served by the engine
     await page.getByRole('button', { name: 'Browse for folder to add' }).click();
     const dialog = page.getByRole('dialog', { name: 'Folder to add' });
+    // the first listing (the home folder) shows its path; typing before it came back raced with it
+    await expect.poll(() => dialog.getByLabel('Folder path').inputValue()).not.toBe('');
     await dialog.getByLabel('Folder path').fill(tmp);
     await dialog.getByRole('button', { name: 'Go', exact: true }).click();
     await dialog.getByRole('button', { name: 'Documents', exact: true }).click();
@@ -121,8 +123,9 @@ suite('browser mode, end to end with the real engine', () => {
     await page.getByRole('button', { name: 'Next' }).click();
     await page.getByText('the passwords do not match').waitFor();
     await page.getByLabel('Confirm password').fill('correct horse battery');
-    // a read limit makes the run last a few seconds, so the graph gets several samples
-    await page.getByLabel('Read limit (MB/s, 0 = unlimited)').fill('2');
+    // a read limit makes the run last over ten seconds, so the graph gets its samples while the run is
+    // still going even when a loaded machine draws them seconds late (at 2 MB/s the margin was ~3 s)
+    await page.getByLabel('Read limit (MB/s, 0 = unlimited)').fill('1');
     await page.getByRole('button', { name: 'Next' }).click();
     await page.getByText('Daily at 21:30').waitFor();
     await shot('04-wizard-review');
@@ -157,7 +160,8 @@ suite('browser mode, end to end with the real engine', () => {
       .poll(async () => (await wired.api.call('runs.list', { limit: 1 }))[0]?.status, { timeout: 120_000 })
       .not.toMatch(/^(queued|running)$/);
     const [run] = await wired.api.call('runs.list', { limit: 1 });
-    expect({ status: run.status, error: run.error?.message }).toEqual({
+    const warnings = (await wired.api.call('runs.get', { id: run.id })).warningList;
+    expect({ status: run.status, error: run.error?.message }, JSON.stringify(warnings)).toEqual({
       status: 'completed',
       error: undefined,
     });
