@@ -150,7 +150,15 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       const aboveStrip = strip !== '/' && strip.startsWith(childPath + '/');
       return (selected(childPath) || leadsTo(childPath)) && (underStrip || aboveStrip);
     };
-    const walk = async (treeId: string, snapPath: string, raws: Buffer[], depth: number): Promise<void> => {
+    // dirAbs: where the folder being walked is restored (checked by targetOf once per folder), so a file
+    // in it needs only its own name checked
+    const walk = async (
+      treeId: string,
+      snapPath: string,
+      raws: Buffer[],
+      depth: number,
+      dirAbs: Buffer | undefined,
+    ): Promise<void> => {
       if (signal?.aborted) throw new AbortedError();
       const tree = await treeOf(treeId);
       for (let i = tree.nodes.length - 1; i >= 0; i--) {
@@ -166,20 +174,28 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       for (const node of tree.nodes) {
         const raw = nameBytes(node);
         const childPath = (snapPath === '/' ? '' : snapPath) + '/' + node.name;
-        const childRaws = [...raws, raw];
         const underStrip = strip === '/' || childPath === strip || childPath.startsWith(strip + '/');
         const aboveStrip = strip !== '/' && strip.startsWith(childPath + '/');
         if (!selected(childPath) && !leadsTo(childPath)) continue;
         if (!underStrip && !aboveStrip) continue;
         if (node.type === 'dir') {
+          const childRaws = [...raws, raw];
           const abs = underStrip ? targetOf(childPath, childRaws) : undefined;
           if (abs)
             dirs.push({ abs, node: selected(childPath) || leadsTo(childPath) ? node : undefined, depth });
-          if (node.subtree) await walk(node.subtree, childPath, childRaws, depth + 1);
+          if (node.subtree)
+            await walk(
+              node.subtree,
+              childPath,
+              childRaws,
+              depth + 1,
+              abs ?? (childPath === strip ? target : undefined),
+            );
           continue;
         }
         if (!selected(childPath) || !underStrip) continue;
-        const abs = targetOf(childPath, childRaws);
+        const abs =
+          dirAbs && isSafeName(raw) ? Buffer.concat([dirAbs, SEP, raw]) : targetOf(childPath, [...raws, raw]);
         if (!abs) continue;
         if (node.type === 'symlink') symlinks.push({ abs, node });
         else if (node.type === 'file') {
@@ -202,7 +218,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       }
     };
     try {
-      await walk(snap.tree, '/', [], 0);
+      await walk(snap.tree, '/', [], 0, strip === '/' ? target : undefined);
     } finally {
       stack.length = 0; // nothing more is fetched ahead (after an error or cancel too)
     }
