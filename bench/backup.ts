@@ -220,9 +220,7 @@ async function main() {
 
   // ---- Tidemark ----
   const tmRepo = path.join(base, 'tm-repo');
-  const tmOut = path.join(base, 'tm-restore');
   await fs.rm(tmRepo, { recursive: true, force: true });
-  await fs.rm(tmOut, { recursive: true, force: true });
   // the malloc settings every launcher gives the engine (bin/malloc-env.mjs), set here directly so the
   // measured process is the engine itself, not a launcher waiting for it
   const env = withMallocEnv({ ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' });
@@ -245,30 +243,40 @@ async function main() {
       repoBytes: await dirBytes(tmRepo),
     });
   }
-  {
-    // the same layout as restic's restore (the full original path under the target)
-    const out = await restoreTarget('tm-restore', data.files, data.bytes);
-    console.log(`restore targets: ${out.how}`);
+  /** A full restore into a fresh target, timed (page cache dropped), its bytes checked against the source. */
+  const measureRestore = async (
+    tool: string,
+    cmd: string,
+    cmdArgs: (dir: string) => string[],
+    e: NodeJS.ProcessEnv,
+  ) => {
+    const out = await restoreTarget(`${tool}-restore`, data.files, data.bytes);
+    if (tool === 'tidemark') console.log(`restore targets: ${out.how}`);
     dropCaches();
-    const m = await timed(process.execPath, tm(['restore', 'latest', '--target', out.dir, ...wargs]), env);
+    const m = await timed(cmd, cmdArgs(out.dir), e);
+    // both tools restore the full original path under the target
     const ok = same(expected, await hashTree(path.join(out.dir, data.root)));
     await out.cleanup();
     rows.push({
-      tool: 'tidemark',
+      tool,
       step: 'full restore',
       m,
       mbps: mb(data.bytes) / m.wall,
       filesPerSec: data.files / m.wall,
       note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER',
     });
-  }
+  };
+  await measureRestore(
+    'tidemark',
+    process.execPath,
+    (dir) => tm(['restore', 'latest', '--target', dir, ...wargs]),
+    env,
+  );
 
   // ---- restic ----
   if (withRestic) {
     const rRepo = path.join(base, 'restic-repo');
-    const rOut = path.join(base, 'restic-restore');
     await fs.rm(rRepo, { recursive: true, force: true });
-    await fs.rm(rOut, { recursive: true, force: true });
     const renv = {
       ...process.env,
       RESTIC_PASSWORD: 'bench',
@@ -294,19 +302,12 @@ async function main() {
         repoBytes: await dirBytes(rRepo),
       });
     }
-    const out = await restoreTarget('restic-restore', data.files, data.bytes);
-    dropCaches();
-    const m = await timed('restic', ['-r', rRepo, 'restore', 'latest', '--target', out.dir], renv);
-    const ok = same(expected, await hashTree(path.join(out.dir, data.root)));
-    await out.cleanup();
-    rows.push({
-      tool: 'restic',
-      step: 'full restore',
-      m,
-      mbps: mb(data.bytes) / m.wall,
-      filesPerSec: data.files / m.wall,
-      note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER',
-    });
+    await measureRestore(
+      'restic',
+      'restic',
+      (dir) => ['-r', rRepo, 'restore', 'latest', '--target', dir],
+      renv,
+    );
   }
 
   // ---- report ----
