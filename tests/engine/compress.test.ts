@@ -35,6 +35,19 @@ describe('compression with reused buffers', () => {
     expect(maybeCompressTransient(text, 0).compressed).toBe(false);
   });
 
+  it('handles blocks larger than the per-thread buffers (huge block files) the same way', () => {
+    const big = Buffer.concat(Array.from({ length: 5 }, () => text)); // ~9.6 MB
+    const a = maybeCompress(big, 1);
+    const b = maybeCompressTransient(big, 1);
+    expect(b.compressed).toBe(true);
+    expect(Buffer.compare(b.data, a.data)).toBe(0);
+    const small = maybeCompressTransient(text.subarray(0, 100_000), 1); // the thread's buffer still works
+    expect(decompressTransient(Buffer.from(small.data), 100_000).equals(text.subarray(0, 100_000))).toBe(
+      true,
+    );
+    expect(decompressTransient(Buffer.from(b.data), big.length).equals(big)).toBe(true);
+  });
+
   it('rejects a wrong expected length and damaged input', () => {
     const c = Buffer.from(maybeCompressTransient(text, 3).data);
     expect(() => decompressTransient(c, text.length - 1)).toThrow();

@@ -57,6 +57,8 @@ let cctxs: Map<number, InstanceType<Binding['CCtx']>> | undefined;
 let dctx: InstanceType<Binding['DCtx']> | undefined;
 let compressScratch: Buffer | undefined;
 let decompressScratch: Buffer | undefined;
+/** Larger buffers (the blocks of multi-terabyte block files) are allocated per call, not kept per thread. */
+const KEEP_SCRATCH = 8 * 1024 * 1024;
 
 /** maybeCompress into the thread's reusable buffer (valid until the next call on this thread). */
 export function maybeCompressTransient(data: Uint8Array, level: number): Compressed {
@@ -72,24 +74,35 @@ export function maybeCompressTransient(data: Uint8Array, level: number): Compres
   // no more than the saving we require: zstd stops early when the output would not fit
   const limit = Math.floor(data.length * (1 - MIN_SAVING));
   const bound = zstd.compressBound(data.length);
-  if (!compressScratch || compressScratch.length < bound) compressScratch = Buffer.allocUnsafe(bound);
+  let out: Buffer;
+  if (bound > KEEP_SCRATCH)
+    out = Buffer.allocUnsafe(bound); // a huge block: not kept for the thread
+  else {
+    if (!compressScratch || compressScratch.length < bound) compressScratch = Buffer.allocUnsafe(bound);
+    out = compressScratch;
+  }
   let n: number;
   try {
-    n = c.compress2(compressScratch.subarray(0, limit), data);
+    n = c.compress2(out.subarray(0, limit), data);
   } catch (err) {
     // the output did not fit in `limit` bytes: compression does not pay
     if (/too small/i.test((err as Error).message)) return raw();
     throw err;
   }
-  return { data: compressScratch.subarray(0, n), compressed: true };
+  return { data: out.subarray(0, n), compressed: true };
 }
 
 /** decompress into the thread's reusable buffer (valid until the next call on this thread). */
 export function decompressTransient(data: Uint8Array, expectedLength: number): Buffer {
   dctx ??= new zstd.DCtx();
-  if (!decompressScratch || decompressScratch.length < expectedLength)
-    decompressScratch = Buffer.allocUnsafe(Math.max(expectedLength, 64 * 1024));
-  const n = dctx.decompress(decompressScratch.subarray(0, expectedLength), data);
+  let out: Buffer;
+  if (expectedLength > KEEP_SCRATCH) out = Buffer.allocUnsafe(expectedLength);
+  else {
+    if (!decompressScratch || decompressScratch.length < expectedLength)
+      decompressScratch = Buffer.allocUnsafe(Math.max(expectedLength, 64 * 1024));
+    out = decompressScratch;
+  }
+  const n = dctx.decompress(out.subarray(0, expectedLength), data);
   if (n !== expectedLength) throw new Error(`decompressed ${n} bytes, expected ${expectedLength}`);
-  return decompressScratch.subarray(0, n);
+  return out.subarray(0, n);
 }
