@@ -3,7 +3,7 @@
  * progress turned into a per-second throughput series (read/written MB/s, files/s, dedup ratio), pause
  * and cancel, and the finished run saved with its samples, warnings and log.
  */
-import type { BackupProgress } from '../engine/operations.js';
+import { newBackupProgress, type BackupProgress } from '../engine/operations.js';
 import type { Job, LiveRun, RunCounters, RunDetail, RunSample, RunSummary } from '../../shared/api.js';
 import { excludePresetPatterns } from '../../shared/api.js';
 import type {
@@ -62,17 +62,7 @@ interface Live {
   previous?: { ms: number; bytes: number };
 }
 
-export const emptyCounters = (): RunCounters => ({
-  filesScanned: 0,
-  bytesScanned: 0,
-  filesRead: 0,
-  bytesRead: 0,
-  filesDone: 0,
-  bytesDone: 0,
-  bytesNew: 0,
-  bytesStored: 0,
-  errors: 0,
-});
+export const emptyCounters = (): RunCounters => countersOf(newBackupProgress());
 
 function countersOf(p: BackupProgress): RunCounters {
   return {
@@ -186,7 +176,7 @@ export class RunManager implements Runner {
     };
     const l: Live = {
       run,
-      progress: { phase: 'starting', scanComplete: false, elapsedMs: 0, ...emptyCounters() },
+      progress: newBackupProgress(),
       abort: new AbortController(),
       gate: new Gate(),
       startedMs,
