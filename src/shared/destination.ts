@@ -23,41 +23,61 @@ export interface S3Fields {
   pathStyle?: boolean;
 }
 
+/** The pieces of an S3 address, before either reader applies its own rules to them. */
+export type S3AddressSplit =
+  | { endpoint?: string; path: string; options: [string, string][] }
+  | { problem: 'unreadable' | 'credentials' | 'bad-host'; host?: string };
+
 /**
- * Reads `s3:https://host[:port]/bucket/prefix[?region=…&style=path|virtual]` (also without `s3:` or
- * the scheme, https implied, and `s3://bucket/prefix` for AWS S3). Returns an error message instead
- * of fields when the text cannot be read.
+ * Splits `https://host[:port]/bucket/prefix[?options]` (https implied without a scheme) or
+ * `//bucket/prefix` (AWS S3: no endpoint) — an S3 address without its `s3:` — into endpoint, the path
+ * after the host, and the query options. The engine's strict reader (parseS3Location) and the wizard's
+ * lenient paste box (parseS3Paste) share it and differ only in what they accept of the pieces.
  */
-export function parseS3Paste(text: string): S3Fields | { error: string } {
-  let rest = text.trim().replace(/^s3:(?!\/\/)/i, '');
+export function splitS3Address(text: string): S3AddressSplit {
+  let rest = text;
   let query = '';
   const q = rest.indexOf('?');
   if (q >= 0) {
     query = rest.slice(q + 1);
     rest = rest.slice(0, q);
   }
-  let endpoint: string;
-  let pathPart: string;
-  if (/^s3:\/\//i.test(rest)) {
-    pathPart = rest.slice(5);
-    endpoint = 'https://s3.amazonaws.com';
-  } else {
-    const m = /^(?:(https?):\/\/)?([^/\s]+)(\/.*)?$/i.exec(rest);
-    if (!m) return { error: 'expected s3:https://host/bucket/prefix' };
-    const scheme = (m[1] ?? 'https').toLowerCase();
-    try {
-      const u = new URL(`${scheme}://${m[2]}`);
-      if (u.username || u.password) return { error: 'put the keys in the key fields, not in the address' };
-      endpoint = `${scheme}://${u.host}`;
-    } catch {
-      return { error: `"${m[2]}" is not a host name` };
-    }
-    pathPart = (m[3] ?? '').slice(1);
+  const options = [...new URLSearchParams(query)];
+  if (rest.startsWith('//')) return { path: rest.slice(2), options };
+  const m = /^(?:(https?):\/\/)?([^/\s]+)(\/.*)?$/i.exec(rest);
+  if (!m) return { problem: 'unreadable' };
+  const scheme = (m[1] ?? 'https').toLowerCase();
+  let u: URL;
+  try {
+    u = new URL(`${scheme}://${m[2]}`);
+  } catch {
+    return { problem: 'bad-host', host: m[2] };
   }
-  const parts = pathPart.split('/').filter(Boolean);
+  if (u.username || u.password) return { problem: 'credentials' };
+  return { endpoint: `${scheme}://${u.host}`, path: (m[3] ?? '').slice(1), options };
+}
+
+/**
+ * Reads `s3:https://host[:port]/bucket/prefix[?region=…&style=path|virtual]` (also without `s3:` or
+ * the scheme, https implied, and `s3://bucket/prefix` for AWS S3). Returns an error message instead
+ * of fields when the text cannot be read.
+ */
+export function parseS3Paste(text: string): S3Fields | { error: string } {
+  const split = splitS3Address(text.trim().replace(/^s3:/i, ''));
+  if ('problem' in split) {
+    if (split.problem === 'credentials')
+      return { error: 'put the keys in the key fields, not in the address' };
+    if (split.problem === 'bad-host') return { error: `"${split.host}" is not a host name` };
+    return { error: 'expected s3:https://host/bucket/prefix' };
+  }
+  const parts = split.path.split('/').filter(Boolean);
   if (!parts.length) return { error: 'the address names no bucket (s3:https://host/bucket/prefix)' };
-  const out: S3Fields = { endpoint, bucket: parts[0], prefix: parts.slice(1).join('/') };
-  for (const [k, v] of new URLSearchParams(query)) {
+  const out: S3Fields = {
+    endpoint: split.endpoint ?? 'https://s3.amazonaws.com',
+    bucket: parts[0],
+    prefix: parts.slice(1).join('/'),
+  };
+  for (const [k, v] of split.options) {
     if (k === 'region') out.region = v;
     else if (k === 'style' && (v === 'path' || v === 'virtual')) out.pathStyle = v === 'path';
   }

@@ -10,6 +10,7 @@
  * environment) and are passed in separately.
  */
 import { UsageError } from '../../errors.js';
+import { splitS3Address } from '../../../../shared/destination.js';
 
 export interface S3Location {
   /** Scheme, host and port, e.g. "https://s3.example.com:9000"; undefined for AWS S3's own endpoints. */
@@ -37,45 +38,27 @@ export function isS3Location(location: string): boolean {
 
 export function parseS3Location(location: string): S3Location {
   if (!isS3Location(location)) throw new UsageError(`not an S3 location: ${location}`);
-  let rest = location.slice(3);
-  let query = '';
-  const q = rest.indexOf('?');
-  if (q >= 0) {
-    query = rest.slice(q + 1);
-    rest = rest.slice(0, q);
-  }
-  const out: S3Location = { bucket: '', prefix: '' };
-  let path: string;
-  if (rest.startsWith('//')) {
-    // s3://bucket/prefix — AWS S3.
-    path = rest.slice(2);
-  } else {
-    const m = /^(?:(https?):\/\/)?([^/]+)(\/.*)?$/i.exec(rest);
-    if (!m)
-      throw new UsageError(
-        `cannot read the S3 location "${location}" (expected s3:https://host/bucket/prefix)`,
-      );
-    const scheme = (m[1] ?? 'https').toLowerCase();
-    let host: URL;
-    try {
-      host = new URL(`${scheme}://${m[2]}`);
-    } catch {
-      throw new UsageError(`invalid host in S3 location "${location}"`);
-    }
-    if (host.username || host.password)
+  const split = splitS3Address(location.slice(3));
+  if ('problem' in split) {
+    if (split.problem === 'credentials')
       throw new UsageError('put access keys in the key fields, not in the S3 location');
-    out.endpoint = `${scheme}://${host.host}`;
-    path = (m[3] ?? '').slice(1);
+    if (split.problem === 'bad-host') throw new UsageError(`invalid host in S3 location "${location}"`);
+    throw new UsageError(
+      `cannot read the S3 location "${location}" (expected s3:https://host/bucket/prefix)`,
+    );
   }
-  const slash = path.indexOf('/');
-  out.bucket = slash < 0 ? path : path.slice(0, slash);
-  out.prefix = normalizePrefix(slash < 0 ? '' : path.slice(slash + 1));
+  const slash = split.path.indexOf('/');
+  const out: S3Location = {
+    bucket: slash < 0 ? split.path : split.path.slice(0, slash),
+    prefix: normalizePrefix(slash < 0 ? '' : split.path.slice(slash + 1)),
+  };
+  if (split.endpoint) out.endpoint = split.endpoint;
   if (!out.bucket)
     throw new UsageError(
       `the S3 location "${location}" names no bucket (expected s3:https://host/bucket/prefix)`,
     );
   if (!BUCKET_RE.test(out.bucket)) throw new UsageError(`"${out.bucket}" is not a valid bucket name`);
-  for (const [k, v] of new URLSearchParams(query)) {
+  for (const [k, v] of split.options) {
     if (k === 'region') out.region = v;
     else if (k === 'style' && (v === 'path' || v === 'virtual')) out.pathStyle = v === 'path';
     else throw new UsageError(`unknown S3 location option "${k}=${v}" (known: region=…, style=path|virtual)`);
