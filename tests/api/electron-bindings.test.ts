@@ -31,26 +31,12 @@ vi.mock('electron', () => ({
 }));
 
 import { bindIpc } from '../../src/main/app/ipc.js';
-import { TidemarkApi } from '../../src/main/api/api.js';
-import { MemoryState } from '../../src/main/api/state.js';
+import { memoryApi } from '../helpers/api.js';
 import { FakeEngine } from '../../src/main/api/fake-engine.js';
 import type { PreloadBridge } from '../../src/shared/api.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-ipc-'));
-const state = new MemoryState();
-const api = new TidemarkApi({
-  engine: new FakeEngine(),
-  jobs: state,
-  runs: state,
-  settings: state,
-  info: {
-    version: 'test',
-    mode: 'electron',
-    dataDir: tmp,
-    defaultRepoDir: path.join(tmp, 'repo'),
-    homeDir: tmp,
-  },
-});
+const api = memoryApi(new FakeEngine(), tmp, 'electron');
 let unbind: () => void;
 let bridge: PreloadBridge;
 

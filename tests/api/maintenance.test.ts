@@ -4,28 +4,14 @@ import { afterAll, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { TidemarkApi } from '../../src/main/api/api.js';
+import { memoryApi } from '../helpers/api.js';
 import { RealEngine } from '../../src/main/api/engine-adapter.js';
-import { MemoryState } from '../../src/main/api/state.js';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { claimMaintenance } from '../../src/main/engine/repo/maintenance.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-api-maint-'));
-const state = new MemoryState();
-const api = new TidemarkApi({
-  engine: new RealEngine(),
-  jobs: state,
-  runs: state,
-  settings: state,
-  info: {
-    version: 'test',
-    mode: 'browser',
-    dataDir: tmp,
-    defaultRepoDir: path.join(tmp, 'repo'),
-    homeDir: tmp,
-  },
-});
+const api = memoryApi(new RealEngine(), tmp);
 
 afterAll(async () => {
   await api.close();

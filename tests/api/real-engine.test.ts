@@ -5,27 +5,13 @@ import { afterAll, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { TidemarkApi } from '../../src/main/api/api.js';
+import { memoryApi } from '../helpers/api.js';
 import { RealEngine } from '../../src/main/api/engine-adapter.js';
-import { MemoryState } from '../../src/main/api/state.js';
 import type { ApiEvent } from '../../src/shared/api.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-api-real-'));
 const engine = new RealEngine();
-const state = new MemoryState();
-const api = new TidemarkApi({
-  engine,
-  jobs: state,
-  runs: state,
-  settings: state,
-  info: {
-    version: 'test',
-    mode: 'browser',
-    dataDir: tmp,
-    defaultRepoDir: path.join(tmp, 'repo'),
-    homeDir: tmp,
-  },
-});
+const api = memoryApi(engine, tmp);
 const events: { event: ApiEvent; payload: any }[] = [];
 api.on((event, payload) => events.push({ event, payload }));
 

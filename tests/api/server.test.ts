@@ -7,8 +7,8 @@ import path from 'node:path';
 import http from 'node:http';
 import WebSocket from 'ws';
 import { startServer, type RunningServer } from '../../src/main/api/server.js';
-import { TidemarkApi } from '../../src/main/api/api.js';
-import { MemoryState } from '../../src/main/api/state.js';
+import type { TidemarkApi } from '../../src/main/api/api.js';
+import { memoryApi } from '../helpers/api.js';
 import { FakeEngine } from '../../src/main/api/fake-engine.js';
 import type { WsServerMessage } from '../../src/shared/api.js';
 import { until } from '../helpers/fixtures.js';
@@ -70,20 +70,7 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(staticDir, 'index.html'), '<!doctype html><title>Tidemark</title>');
   fs.writeFileSync(path.join(staticDir, 'assets', 'app.js'), 'console.log(1)');
   fs.writeFileSync(path.join(tmp, 'secret.txt'), 'do not serve');
-  const state = new MemoryState();
-  api = new TidemarkApi({
-    engine: new FakeEngine(),
-    jobs: state,
-    runs: state,
-    settings: state,
-    info: {
-      version: 'test',
-      mode: 'browser',
-      dataDir: tmp,
-      defaultRepoDir: path.join(tmp, 'repo'),
-      homeDir: tmp,
-    },
-  });
+  api = memoryApi(new FakeEngine(), tmp);
   server = await startServer({ api, staticDir });
 });
 
