@@ -3,7 +3,6 @@
  * (real permissions through a bucket policy that grants a second user everything but delete).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PutBucketPolicyCommand, CreateBucketCommand } from '@aws-sdk/client-s3';
 import { testConnection } from '../../src/main/engine/backend/s3/connection.js';
 import {
   S3Backend,
@@ -14,7 +13,14 @@ import {
   S3WrongKeysError,
 } from '../../src/main/engine/backend/s3/index.js';
 import { innermostBackend, openBackend } from '../../src/main/engine/backend/open.js';
-import { randomPrefix, s3Backend, startS3rver, useRadosgw, type S3Server } from './servers.js';
+import {
+  bucketWithoutDelete,
+  randomPrefix,
+  s3Backend,
+  startS3rver,
+  useRadosgw,
+  type S3Server,
+} from './servers.js';
 
 let server: S3Server;
 beforeAll(async () => {
@@ -172,39 +178,7 @@ describe.skipIf(typeof rgw === 'string')(
 
     it('says exactly which permission is missing: a key that may list, read and write but not delete', async () => {
       const s = rgw as S3Server;
-      const bucket = `perm-${randomPrefix().slice(2)}`;
-      const owner = new S3Backend({
-        endpoint: s.endpoint,
-        accessKeyId: s.accessKeyId,
-        secretAccessKey: s.secretAccessKey,
-        bucket,
-        prefix: '',
-      });
-      await owner.sdk.send(new CreateBucketCommand({ Bucket: bucket }));
-      const principal = { AWS: [`arn:aws:iam:::user/${s.limited!.user}`] };
-      await owner.sdk.send(
-        new PutBucketPolicyCommand({
-          Bucket: bucket,
-          Policy: JSON.stringify({
-            Version: '2012-10-17',
-            Statement: [
-              {
-                Effect: 'Allow',
-                Principal: principal,
-                Action: ['s3:ListBucket'],
-                Resource: [`arn:aws:s3:::${bucket}`],
-              },
-              {
-                Effect: 'Allow',
-                Principal: principal,
-                Action: ['s3:GetObject', 's3:PutObject'],
-                Resource: [`arn:aws:s3:::${bucket}/*`],
-              },
-            ],
-          }),
-        }),
-      );
-      await owner.close();
+      const bucket = await bucketWithoutDelete(s, 'perm');
       const limited = {
         endpoint: s.endpoint,
         accessKeyId: s.limited!.accessKeyId,

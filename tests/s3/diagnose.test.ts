@@ -10,13 +10,13 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateBucketCommand, ListObjectsV2Command, PutBucketPolicyCommand } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { diagnoseS3 } from '../../src/main/engine/backend/s3/diagnose.js';
 import { diagnoseLocation } from '../../src/main/engine/backend/diagnose.js';
 import { S3Backend } from '../../src/main/engine/backend/s3/index.js';
 import { initRepository } from '../../src/main/engine/repo/repository.js';
 import type { Diagnosis } from '../../src/main/engine/backend/diagnose.js';
-import { randomPrefix, startS3rver, useRadosgw, type S3Server } from './servers.js';
+import { bucketWithoutDelete, randomPrefix, startS3rver, useRadosgw, type S3Server } from './servers.js';
 import { cliEnv, runCli } from '../helpers/fixtures.js';
 
 const statuses = (d: Diagnosis) => Object.fromEntries(d.checks.map((c) => [c.name, c.status]));
@@ -217,34 +217,7 @@ describe.skipIf(typeof rgw === 'string')(
     const s = () => rgw as S3Server;
     let bucket: string;
     beforeAll(async () => {
-      bucket = `diag-${randomPrefix().slice(2)}`;
-      const owner = new S3Backend({ ...keys(s()), bucket, prefix: '' });
-      await owner.sdk.send(new CreateBucketCommand({ Bucket: bucket }));
-      // the second user may list, read and write, but not delete
-      const principal = { AWS: [`arn:aws:iam:::user/${s().limited!.user}`] };
-      await owner.sdk.send(
-        new PutBucketPolicyCommand({
-          Bucket: bucket,
-          Policy: JSON.stringify({
-            Version: '2012-10-17',
-            Statement: [
-              {
-                Effect: 'Allow',
-                Principal: principal,
-                Action: ['s3:ListBucket'],
-                Resource: [`arn:aws:s3:::${bucket}`],
-              },
-              {
-                Effect: 'Allow',
-                Principal: principal,
-                Action: ['s3:GetObject', 's3:PutObject'],
-                Resource: [`arn:aws:s3:::${bucket}/*`],
-              },
-            ],
-          }),
-        }),
-      );
-      await owner.close();
+      bucket = await bucketWithoutDelete(s(), 'diag'); // the limited user may not delete
     });
 
     it('passes with the owner and reports conditional-write-capable radosgw as healthy', async () => {

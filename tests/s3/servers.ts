@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { CreateBucketCommand, PutBucketPolicyCommand } from '@aws-sdk/client-s3';
 import { S3Backend, type S3Options } from '../../src/main/engine/backend/s3/index.js';
 import { OBJECT_TYPES } from '../../src/main/engine/backend/types.js';
 
@@ -129,4 +130,39 @@ export async function emptyPrefix(server: S3Server, b: S3Backend): Promise<void>
   } finally {
     await fresh.close();
   }
+}
+
+/**
+ * A new bucket (owned by the server's main user) in which the limited user may list, read and write but
+ * not delete: for the tests that must name exactly which permission is missing. Returns its name.
+ */
+export async function bucketWithoutDelete(server: S3Server, tag: string): Promise<string> {
+  if (!server.limited) throw new Error('this server has no limited user');
+  const bucket = `${tag}-${randomPrefix().slice(2)}`;
+  const owner = s3Backend(server, bucket, { prefix: '', createBucket: false });
+  try {
+    await owner.sdk.send(new CreateBucketCommand({ Bucket: bucket }));
+    const principal = { AWS: [`arn:aws:iam:::user/${server.limited.user}`] };
+    const allow = (actions: string[], resource: string) => ({
+      Effect: 'Allow',
+      Principal: principal,
+      Action: actions,
+      Resource: [resource],
+    });
+    await owner.sdk.send(
+      new PutBucketPolicyCommand({
+        Bucket: bucket,
+        Policy: JSON.stringify({
+          Version: '2012-10-17',
+          Statement: [
+            allow(['s3:ListBucket'], `arn:aws:s3:::${bucket}`),
+            allow(['s3:GetObject', 's3:PutObject'], `arn:aws:s3:::${bucket}/*`),
+          ],
+        }),
+      }),
+    );
+  } finally {
+    await owner.close();
+  }
+  return bucket;
 }
