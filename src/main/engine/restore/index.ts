@@ -145,10 +145,15 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       ahead.delete(id);
       return p ?? repo.loadTree(id);
     };
-    const wanted = (childPath: string) => {
+    /** Whether the walk goes into a path at all, and whether it lies inside what is restored (not above
+     *  the relativeTo folder). */
+    const placeOf = (childPath: string) => {
       const underStrip = strip === '/' || childPath === strip || childPath.startsWith(strip + '/');
       const aboveStrip = strip !== '/' && strip.startsWith(childPath + '/');
-      return (selected(childPath) || leadsTo(childPath)) && (underStrip || aboveStrip);
+      return {
+        wanted: (selected(childPath) || leadsTo(childPath)) && (underStrip || aboveStrip),
+        underStrip,
+      };
     };
     // dirAbs: where the folder being walked is restored (checked by targetOf once per folder), so a file
     // in it needs only its own name checked
@@ -166,7 +171,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         if (
           node.type === 'dir' &&
           node.subtree &&
-          wanted((snapPath === '/' ? '' : snapPath) + '/' + node.name)
+          placeOf((snapPath === '/' ? '' : snapPath) + '/' + node.name).wanted
         )
           stack.push(node.subtree);
       }
@@ -174,15 +179,12 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       for (const node of tree.nodes) {
         const raw = nameBytes(node);
         const childPath = (snapPath === '/' ? '' : snapPath) + '/' + node.name;
-        const underStrip = strip === '/' || childPath === strip || childPath.startsWith(strip + '/');
-        const aboveStrip = strip !== '/' && strip.startsWith(childPath + '/');
-        if (!selected(childPath) && !leadsTo(childPath)) continue;
-        if (!underStrip && !aboveStrip) continue;
+        const { wanted, underStrip } = placeOf(childPath);
+        if (!wanted) continue;
         if (node.type === 'dir') {
           const childRaws = [...raws, raw];
           const abs = underStrip ? targetOf(childPath, childRaws) : undefined;
-          if (abs)
-            dirs.push({ abs, node: selected(childPath) || leadsTo(childPath) ? node : undefined, depth });
+          if (abs) dirs.push({ abs, node, depth });
           if (node.subtree)
             await walk(
               node.subtree,

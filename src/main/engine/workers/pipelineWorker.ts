@@ -288,7 +288,8 @@ async function backupFileBlocks(
     await throttle(got);
     return got < len ? buf.subarray(0, got) : buf;
   };
-  // Up to 32 reads (and 16 MiB) in flight, consumed in order: scattered blocks need a deep queue, as
+  // Up to 32 reads in progress (and 16 MiB read but not yet consumed), consumed in order: scattered
+  // blocks need a deep queue, as
   // random reads one at a time are slow (the libuv pool, UV_THREADPOOL_SIZE, bounds how many really run
   // at once). New blocks go to the main thread in batches of up to 4 MiB (one dedup query per batch).
   // Up to three batches are with the main thread at once (dedup query, then sealing by any free
