@@ -185,6 +185,32 @@ describe('maintenance owner', () => {
     );
   });
 
+  it('a record written while a PC was deciding proves its writer alive: no takeover in the same breath', async () => {
+    // minimal takeover time and a 1 ms interval: any record looks idle a moment after it is written, so
+    // only the generation a PC judged keeps a PC that lost a takeover race from taking over the winner
+    const s = await setup();
+    const fast = { intervalMs: 1, minTakeoverMs: 0 };
+    await claimMaintenance(s.backend, s.key, { host: 'gone-pc', ...fast });
+    s.advance(1000);
+    // pc1 and pc2 both judged generation 1 idle; pc1 wrote the takeover first
+    expect(
+      await claimMaintenance(s.backend, s.key, { host: 'pc1', ...fast, judgedGeneration: 1 }),
+    ).toMatchObject({
+      owner: true,
+      changed: true,
+    });
+    s.advance(1000);
+    const late = await claimMaintenance(s.backend, s.key, { host: 'pc2', ...fast, judgedGeneration: 1 });
+    expect(late).toMatchObject({
+      owner: false,
+      changed: false,
+      reason: 'pc1 took over maintenance at the same time',
+    });
+    expect((await readMaintenance(s.backend, s.key))!.record).toMatchObject({ owner: 'pc1', generation: 2 });
+    // judged afresh (a later scheduled run), pc1's record is idle by its 1 ms interval: pc2 may take over
+    expect(await claimMaintenance(s.backend, s.key, { host: 'pc2', ...fast })).toMatchObject({ owner: true });
+  });
+
   it('a forced claim takes over from a live owner and says so', async () => {
     const s = await setup();
     await claimMaintenance(s.backend, s.key, { host: 'pc1', intervalMs: DAY });

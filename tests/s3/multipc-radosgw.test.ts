@@ -160,11 +160,13 @@ if (typeof rgw === 'string') {
         // from whole-second Date headers, so two PCs' readings may differ by a second and the time a
         // response waited to be handled (1.1 s was too little for a loaded machine)
         await new Promise((r) => setTimeout(r, 3000));
+        // the others' own interval is an hour: the winner's fresh record is not idle to a PC that reads it
+        // only after it was written (however late a loaded machine lets that PC start)
         const due = await Promise.all(
           rest.map((p, i) =>
             maintenanceDue(p.repo.backend, p.repo.key, {
               host: `pc${i + 1}`,
-              intervalMs: 1,
+              intervalMs: HOUR,
               minTakeoverMs: 0,
             }),
           ),

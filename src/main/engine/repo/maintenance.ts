@@ -19,7 +19,9 @@
  * Rules: nobody owns a new repository until the first scheduled run claims it. The owner prunes when
  * its interval has passed since its last prune. Another host takes over when the owner has not pruned
  * (or, never having pruned, not claimed) for twice its interval (at least `MIN_TAKEOVER_MS`): the owner
- * is gone; the takeover is recorded with its reason. `claim` with `force` takes over from a live
+ * is gone; the takeover is recorded with its reason. A record that appeared while a host was deciding
+ * (a newer generation than the one it judged) proves its writer alive: a host that loses a claim or
+ * takeover race accepts the winner instead of judging the winner's fresh record idle. `claim` with `force` takes over from a live
  * owner (the user's decision, `tidemark maintenance claim --force`).
  *
  * What it does not do: prune (repo/retention.ts does that, under the exclusive lock, from any host on
@@ -187,6 +189,13 @@ export interface ClaimOptions {
   reason?: string;
   /** Minimum wait before taking over from an idle owner (default MIN_TAKEOVER_MS; tests use less). */
   minTakeoverMs?: number;
+  /**
+   * The generation the caller judged (0: none existed). A newer record owned by another host is proof
+   * that it is alive — it was written while this host was deciding — so it is not taken over in the
+   * same breath (without this, a PC that lost a takeover race re-judges the winner's fresh record and,
+   * with a short interval, takes over again: two PCs prune). Default: the first record this call reads.
+   */
+  judgedGeneration?: number;
 }
 
 export interface ClaimResult {
@@ -209,6 +218,7 @@ export async function claimMaintenance(
   opts: ClaimOptions,
 ): Promise<ClaimResult> {
   return serialised(backend, key, opts.host, async () => {
+    let judged = opts.judgedGeneration;
     for (let attempt = 0; ; attempt++) {
       const cur = await readMaintenance(backend, key);
       const now = (await storeClock(backend)).now;
@@ -216,6 +226,16 @@ export async function claimMaintenance(
       if (cur && cur.record.owner === opts.host) {
         // already ours; a changed interval is written with the next prune
         return { owner: true, changed: false, record: cur.record };
+      }
+      judged ??= cur?.record.generation ?? 0;
+      if (cur && cur.record.generation > judged && !opts.force) {
+        // another host claimed or took over while this one was deciding: it is alive
+        return {
+          owner: false,
+          changed: false,
+          record: cur.record,
+          reason: `${cur.record.owner} ${cur.record.event === 'takeover' ? 'took over' : 'claimed'} maintenance at the same time`,
+        };
       }
       let takeover: TakeoverNote | undefined;
       if (cur) {
@@ -312,6 +332,7 @@ export async function maintenanceDue(
   opts: { host: string; intervalMs: number; minTakeoverMs?: number },
 ): Promise<MaintenanceDecision> {
   let cur = (await readMaintenance(backend, key))?.record;
+  const judgedGeneration = cur?.generation ?? 0;
   let claimed: MaintenanceDecision['claimed'];
   if (cur && cur.owner !== opts.host) {
     // the usual case for every other PC: the owner is active, nothing to write (and no lock to take)
@@ -320,7 +341,7 @@ export async function maintenanceDue(
       return { prune: false, reason: `maintenance: ${ownerReason(cur)}`, record: cur };
   }
   if (!cur || cur.owner !== opts.host) {
-    const c = await claimMaintenance(backend, key, opts);
+    const c = await claimMaintenance(backend, key, { ...opts, judgedGeneration });
     cur = c.record;
     if (!c.owner)
       return {
