@@ -28,6 +28,7 @@ import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, open as openSealed, seal } from '../crypto/index.js';
 import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
+import { readScattered } from '../backup/scatterRead.js';
 import type {
   BackupFileResult,
   BackupFileTask,
@@ -271,29 +272,9 @@ async function backupFileBlocks(
     if (unreported) tell(taskId, { kind: 'read', bytes: unreported });
     unreported = 0;
   };
-  const readPiece = async (p: { first: number; count: number }): Promise<Buffer> => {
-    const off = p.first * B;
-    const len = Math.min(p.count * B, size - off);
-    const buf = Buffer.allocUnsafe(len);
-    let got = 0;
-    while (got < len) {
-      const { bytesRead: r } = await fh.read(buf, got, len - got, off + got);
-      if (r === 0) break;
-      got += r;
-    }
-    if (got < len) short = true; // shrank while we read: reported as changed below
-    bytesRead += got;
-    unreported += got;
-    if (unreported >= 1024 * 1024) report(); // progress in MiB steps, not a message per block
-    await throttle(got);
-    return got < len ? buf.subarray(0, got) : buf;
-  };
-  // Up to 32 reads in progress (and 16 MiB read but not yet consumed), consumed in order: scattered
-  // blocks need a deep queue, as
-  // random reads one at a time are slow (the libuv pool, UV_THREADPOOL_SIZE, bounds how many really run
-  // at once). New blocks go to the main thread in batches of up to 4 MiB (one dedup query per batch).
-  // Up to three batches are with the main thread at once (dedup query, then sealing by any free
-  // worker) while reading and hashing go on: waiting for each batch stalled the reads behind it.
+  // New blocks go to the main thread in batches of up to 4 MiB (one dedup query per batch). Up to three
+  // batches are with the main thread at once (dedup query, then sealing by any free worker) while
+  // reading and hashing go on: waiting for each batch stalled the reads behind it.
   let pending: { id: Buffer; data: Uint8Array }[] = [];
   let pendingBytes = 0;
   const storing = new Set<Promise<void>>();
@@ -318,60 +299,72 @@ async function backupFileBlocks(
     while (storing.size) await Promise.race(storing);
     if (storeError) throw storeError;
   };
-  // A read that completes starts the next one at once (not when the oldest is consumed: one slow read
-  // at the head of the queue then no longer drains the queue's depth); pieces read but not yet
-  // consumed are bounded by bytes.
-  const inFlight: { piece: (typeof pieces)[number]; read: Promise<Buffer> }[] = [];
-  let next = 0;
-  let flightBytes = 0; // issued and not yet consumed
-  let reading = 0; // issued and not yet completed
+  // The pieces are read in batches of up to 4 MiB and 256 pieces, each in one call that keeps up to 24
+  // reads in flight (scattered blocks need a deep queue: random reads one at a time are slow), two
+  // batches at once, so the next batch is being read while this thread hashes the one before.
+  const batches: { first: number; count: number }[][] = [];
+  {
+    let cur: { first: number; count: number }[] = [];
+    let bytes = 0;
+    for (const p of pieces) {
+      if (cur.length && (bytes + p.count * B > PIECE || cur.length >= 256)) {
+        batches.push(cur);
+        cur = [];
+        bytes = 0;
+      }
+      cur.push(p);
+      bytes += p.count * B;
+    }
+    if (cur.length) batches.push(cur);
+  }
+  const extent = (p: { first: number; count: number }) => ({
+    offset: p.first * B,
+    length: Math.min(p.count * B, size - p.first * B),
+  });
+  const reads: Promise<{ buffer: Buffer; got: Uint32Array }>[] = [];
+  let issued = 0;
   let stopped = false;
-  const fill = () => {
-    while (
-      !stopped &&
-      next < pieces.length &&
-      reading < 32 &&
-      (inFlight.length === 0 || flightBytes < 16 * 1024 * 1024)
-    ) {
-      const piece = pieces[next++];
-      flightBytes += piece.count * B;
-      reading++;
-      const read = readPiece(piece);
-      read.then(
-        () => {
-          reading--;
-          fill();
-        },
-        () => {
-          reading--;
-        },
-      );
-      inFlight.push({ piece, read });
+  const issue = () => {
+    while (!stopped && issued < batches.length && reads.length < 2) {
+      const r = readScattered(fh.fd, batches[issued++].map(extent), 24);
+      r.catch(() => {}); // a failed batch is rethrown where it is awaited, in order
+      reads.push(r);
     }
   };
   try {
-    fill();
-    while (inFlight.length) {
-      const { piece, read } = inFlight.shift()!;
-      const buf = await read;
-      flightBytes -= piece.count * B;
-      fill();
-      for (let k = 0; k < piece.count; k++) {
-        const data = buf.subarray(k * B, Math.min(buf.length, (k + 1) * B));
-        if (!data.length) break;
-        const id = blobId(idKey, data);
-        content[piece.first + k] = id.toString('hex');
-        lens[piece.first + k] = data.length;
-        pending.push({ id, data });
-        pendingBytes += data.length;
-      }
+    issue();
+    for (let bi = 0; reads.length; bi++) {
+      const { buffer, got } = await reads.shift()!;
+      issue();
+      let pos = 0;
+      let batchRead = 0;
+      batches[bi].forEach((piece, j) => {
+        const want = extent(piece).length;
+        const buf = buffer.subarray(pos, pos + got[j]);
+        pos += want;
+        if (got[j] < want) short = true; // shrank while we read: reported as changed below
+        batchRead += got[j];
+        for (let k = 0; k < piece.count; k++) {
+          const data = buf.subarray(k * B, Math.min(buf.length, (k + 1) * B));
+          if (!data.length) break;
+          const id = blobId(idKey, data);
+          content[piece.first + k] = id.toString('hex');
+          lens[piece.first + k] = data.length;
+          pending.push({ id, data });
+          pendingBytes += data.length;
+        }
+      });
+      bytesRead += batchRead;
+      unreported += batchRead;
+      if (unreported >= 1024 * 1024) report(); // progress in MiB steps, not a message per block
+      await throttle(batchRead);
       if (pendingBytes >= 4 * 1024 * 1024 || pending.length >= 1024) await flush();
     }
     await flushAll();
   } finally {
     // settle reads in flight and batches being stored (after an error) before the caller closes the file
     stopped = true;
-    await Promise.allSettled([...inFlight.map((f) => f.read), ...storing]);
+    await Promise.allSettled([...reads, ...storing]);
     report();
   }
   const after = await fh.stat();

@@ -1,0 +1,103 @@
+/**
+ * Scattered reads (src/main/engine/backup/scatterRead.ts): the native batch (native/fsmeta readScattered)
+ * and the fs fallback read the same bytes into the same places, stop short at the end of the file, and
+ * report a failed read with its error code. The native half is skipped, with the reason, when the addon
+ * was not built.
+ */
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { nativeScatteredReads, readScattered, type Piece } from '../../src/main/engine/backup/scatterRead.js';
+
+function fixture() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-scatter-'));
+  const file = path.join(dir, 'f.bin');
+  const data = randomBytes(3 * 1024 * 1024 + 777);
+  fs.writeFileSync(file, data);
+  return { dir, file, data, done: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+const modes: { name: string; native: boolean; skip?: string }[] = [
+  { name: 'fs fallback', native: false },
+  {
+    name: 'native batch',
+    native: true,
+    skip: nativeScatteredReads
+      ? undefined
+      : 'native/fsmeta was not built (or Windows): the fallback is tested above',
+  },
+];
+
+for (const mode of modes) {
+  const suite = mode.skip ? describe.skip : describe;
+  suite(`scattered reads: ${mode.name}${mode.skip ? ` (skipped: ${mode.skip})` : ''}`, () => {
+    it('reads every piece into its place, in order, however many are in flight', async () => {
+      const f = fixture();
+      const fd = fs.openSync(f.file, 'r');
+      try {
+        // 2,000 random 8 KiB pieces out of order, a 1 MiB piece and a 1-byte piece
+        const pieces: Piece[] = Array.from({ length: 2000 }, () => ({
+          offset: Math.floor(Math.random() * (f.data.length - 8192)),
+          length: 8192,
+        }));
+        pieces.push({ offset: 1000, length: 1 << 20 }, { offset: f.data.length - 1, length: 1 });
+        for (const depth of [1, 7, 32]) {
+          const { buffer, got } = await readScattered(fd, pieces, depth, mode.native);
+          let pos = 0;
+          pieces.forEach((p, i) => {
+            expect(got[i]).toBe(p.length);
+            expect(
+              buffer.subarray(pos, pos + p.length).equals(f.data.subarray(p.offset, p.offset + p.length)),
+            ).toBe(true);
+            pos += p.length;
+          });
+          expect(buffer.length).toBe(pos);
+        }
+      } finally {
+        fs.closeSync(fd);
+        f.done();
+      }
+    });
+
+    it('stops short at the end of the file and says how much it got', async () => {
+      const f = fixture();
+      const fd = fs.openSync(f.file, 'r');
+      try {
+        const end = f.data.length;
+        const { buffer, got } = await readScattered(
+          fd,
+          [
+            { offset: end - 100, length: 4096 },
+            { offset: end + 5000, length: 4096 },
+            { offset: 0, length: 10 },
+          ],
+          4,
+          mode.native,
+        );
+        expect([...got]).toEqual([100, 0, 10]);
+        expect(buffer.subarray(0, 100).equals(f.data.subarray(end - 100))).toBe(true);
+        expect(buffer.subarray(8192, 8202).equals(f.data.subarray(0, 10))).toBe(true);
+      } finally {
+        fs.closeSync(fd);
+        f.done();
+      }
+    });
+
+    it('rejects with the error code when a read fails', async () => {
+      const f = fixture();
+      const dirFd = fs.openSync(f.dir, 'r'); // reading a directory fails with EISDIR
+      try {
+        await expect(readScattered(dirFd, [{ offset: 0, length: 10 }], 2, mode.native)).rejects.toMatchObject(
+          {
+            code: 'EISDIR',
+          },
+        );
+      } finally {
+        fs.closeSync(dirFd);
+        f.done();
+      }
+    });
+  });
+}
