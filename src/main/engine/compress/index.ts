@@ -71,7 +71,9 @@ export function maybeCompressTransient(data: Uint8Array, level: number): Compres
     c.setParameter(zstd.CParameter.compressionLevel, level);
     cctxs.set(level, c);
   }
-  // no more than the saving we require: zstd stops early when the output would not fit
+  // Compressed in full, then judged: giving zstd only the bytes the saving allows made it fail with an
+  // exception on every incompressible block, which cost more than the compression (5,200 random 8 KiB
+  // blocks: 55 ms vs 28 ms; random 1 MiB chunks: no slower in full).
   const limit = Math.floor(data.length * (1 - MIN_SAVING));
   const bound = zstd.compressBound(data.length);
   let out: Buffer;
@@ -81,14 +83,8 @@ export function maybeCompressTransient(data: Uint8Array, level: number): Compres
     if (!compressScratch || compressScratch.length < bound) compressScratch = Buffer.allocUnsafe(bound);
     out = compressScratch;
   }
-  let n: number;
-  try {
-    n = c.compress2(out.subarray(0, limit), data);
-  } catch (err) {
-    // the output did not fit in `limit` bytes: compression does not pay
-    if (/too small/i.test((err as Error).message)) return raw();
-    throw err;
-  }
+  const n = c.compress2(out.subarray(0, bound), data);
+  if (n > limit) return raw(); // compression does not pay
   return { data: out.subarray(0, n), compressed: true };
 }
 
