@@ -2,7 +2,9 @@
 // other computers (pc-a, pc-b) have backed up into the repository of this computer's job; on the
 // Restore page, Debian's Chromium (playwright-core) picks pc-b in the Computer selector, sees its
 // snapshots (marked with its host name), searches and browses one, and restores a file into a folder of
-// this computer, byte for byte. A job whose repository only this computer uses shows no selector.
+// this computer, byte for byte. A job whose repository only this computer uses shows no selector. The
+// page keeps up: a run of the job being browsed adds its snapshot (and any computer that backed up
+// meanwhile) without a reload, and the page shown again lists what other computers backed up since.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +30,9 @@ let server: RunningServer;
 let context: BrowserContext;
 let page: Page;
 let photosB: string;
+let repoDir: string;
+let officeJobId: string;
+const finished = new Set<string>();
 const beach = crypto.randomBytes(256 * 1024);
 let consoleErrors: string[] = [];
 const shotDir = path.join(ARTIFACTS, 'screenshots');
@@ -39,7 +44,7 @@ suite('browser mode: restoring from another computer of a shared repository', ()
     const staticDir = await buildRenderer(path.join(tmp, 'renderer'));
 
     // the other computers' backups, written by the engine as their own Tidemark would
-    const repoDir = path.join(tmp, 'office-repo');
+    repoDir = path.join(tmp, 'office-repo');
     const docsA = path.join(tmp, 'pc-a', 'Documents');
     photosB = path.join(tmp, 'pc-b', 'Photos');
     fs.mkdirSync(docsA, { recursive: true });
@@ -67,7 +72,6 @@ suite('browser mode: restoring from another computer of a shared repository', ()
       dataDir: path.join(tmp, 'home'),
       secrets: new MemorySecretStore(),
     });
-    const finished = new Set<string>();
     wired.api.on((event, payload) => {
       if (event === 'run.finished') finished.add((payload as { id: string }).id);
     });
@@ -82,6 +86,7 @@ suite('browser mode: restoring from another computer of a shared repository', ()
         schedule: { kind: 'manual' },
         password: PW,
       });
+      if (name === 'Office share') officeJobId = job.id;
       const run = await wired.api.call('jobs.runNow', { id: job.id });
       await until(() => finished.has(run.id), 'the run to finish', 90_000);
     }
@@ -165,6 +170,50 @@ suite('browser mode: restoring from another computer of a shared repository', ()
     await expect.poll(() => timeline.getByRole('button').count()).toBe(1);
     await expect.poll(() => timeline.getAttribute('data-computers')).toBe('1'); // hosts loaded
     expect(await page.getByLabel('Computer', { exact: true }).count()).toBe(0);
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('shows what was backed up since: after this job runs, and when the page is shown again', async () => {
+    await page.getByLabel('Job', { exact: true }).selectOption({ label: 'Office share' });
+    const computer = page.getByLabel('Computer', { exact: true });
+    const timeline = page.getByRole('complementary', { name: 'Snapshots' });
+    await expect.poll(() => computer.locator('option').count()).toBe(3);
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(1);
+    const backUpElsewhere = async (host: string) => {
+      const dir = path.join(tmp, host, 'Notes');
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, 'note.txt'), host);
+      const engine = new RealEngine();
+      const h = await engine.open(repoDir, PW);
+      try {
+        await engine.backup(h, { paths: [dir], host, job: `${host}-notes` });
+      } finally {
+        await h.close();
+      }
+    };
+
+    // another computer backs up, then this computer's job runs: the page shows both without a reload
+    await backUpElsewhere('pc-c');
+    const run = await wired.api.call('jobs.runNow', { id: officeJobId });
+    await until(() => finished.has(run.id), 'the run to finish', 90_000);
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(2);
+    await expect
+      .poll(() => computer.locator('option').allTextContents())
+      .toEqual([
+        `This computer (${os.hostname()})`,
+        'pc-a — 1 snapshot',
+        'pc-b — 2 snapshots',
+        'pc-c — 1 snapshot',
+      ]);
+
+    // away from the page while yet another computer backs up; shown again, it lists that computer too
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    await nav.getByRole('button', { name: 'Dashboard' }).click();
+    await backUpElsewhere('pc-d');
+    await nav.getByRole('button', { name: 'Restore' }).click();
+    await page.getByRole('heading', { name: 'Restore' }).waitFor();
+    await expect.poll(() => computer.locator('option').allTextContents()).toContain('pc-d — 1 snapshot');
+    await expect.poll(() => timeline.getByRole('button').count()).toBe(2);
     expect(consoleErrors).toEqual([]);
   });
 });

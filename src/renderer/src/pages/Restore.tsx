@@ -273,8 +273,11 @@ export function RestorePage({ jobId }: { jobId?: string }) {
   }, [loadJobs]);
   const effectiveJob = jobId ?? jobs[0]?.id;
   useEffect(() => {
-    if (effectiveJob && effectiveJob !== useRestore.getState().jobId)
-      void useRestore.getState().selectJob(effectiveJob);
+    if (!effectiveJob) return;
+    const state = useRestore.getState();
+    // the page shown again for the same job: new snapshots (and computers) since it was last shown
+    if (effectiveJob !== state.jobId) void state.selectJob(effectiveJob);
+    else void state.refresh();
   }, [effectiveJob]);
   useEffect(() => {
     const t = setTimeout(() => {

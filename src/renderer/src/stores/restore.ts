@@ -38,6 +38,9 @@ interface RestoreState {
   status: RestoreStatus | null;
   selectJob(jobId: string): Promise<void>;
   selectHost(host: string | null): Promise<void>;
+  /** Reloads the computers and snapshots of the chosen job (a backup finished, the page was shown again),
+   *  keeping the snapshot and folder being browsed when they still exist. */
+  refresh(): Promise<void>;
   selectSnapshot(id: string, path?: string): Promise<void>;
   open(path: string): Promise<void>;
   search(query: string): Promise<void>;
@@ -120,6 +123,24 @@ export const useRestore = create<RestoreState>((set, get) => ({
       if (snapshots[0]) await get().selectSnapshot(snapshots[0].id);
     } catch (err) {
       set({ error: errorMessage(err) });
+    }
+  },
+  async refresh() {
+    const { jobId, host } = get();
+    if (!jobId) return;
+    try {
+      const [hosts, snapshots] = await Promise.all([
+        api.call('snapshots.hosts', { jobId }),
+        api.call('snapshots.list', { jobId, ...hostArg(host) }),
+      ]);
+      if (get().jobId !== jobId || get().host !== host) return;
+      set({ hosts, snapshots });
+      const { snapshotId } = get();
+      if (snapshotId && snapshots.some((s) => s.id === snapshotId)) return; // leave the view as it is
+      if (snapshots[0]) await get().selectSnapshot(snapshots[0].id);
+      else set({ snapshotId: null, entries: [] });
+    } catch {
+      // what is shown stays; the next action reports what is wrong
     }
   },
   async selectSnapshot(id, path) {
@@ -205,4 +226,9 @@ api.on('restore.progress', (status) => {
   else if (status.status === 'failed') app.toast('error', `Restore failed: ${status.error?.message ?? ''}`);
   else if (status.status === 'completed-with-errors')
     app.toast('error', `Restore finished with ${status.errors.length} error(s)`);
+});
+
+// A finished backup of the job being browsed adds a snapshot (and maybe a computer): show it.
+api.on('run.finished', (run) => {
+  if (run.jobId === useRestore.getState().jobId) void useRestore.getState().refresh();
 });
