@@ -439,10 +439,14 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           if (blockSize) node.blockSize = blockSize;
           const inc = incrementalOf(abs, node, prev);
           r = await readLarge(abs, node.size ?? 0, mtimeMs, inc, blockSize);
-          if (inc?.prevCount !== undefined) {
-            // blocks the worker reused are left empty: they are the previous snapshot's
+          if (r.readBlocks) {
+            // the worker listed only the blocks it read: every other block is the previous snapshot's
             const prevIds = prev!.content!;
-            for (let i = 0; i < r.content.length; i++) if (r.content[i] === '') r.content[i] = prevIds[i];
+            const content = prevIds.slice(0, r.blockCount);
+            r.readBlocks.forEach((b, k) => (content[b] = r.content[k]));
+            if (content.length !== r.blockCount || content.includes(undefined as unknown as string))
+              throw new Error(`${show(abs)}: the block list does not cover the file (internal error)`);
+            r.content = content;
           }
           if (inc)
             log(

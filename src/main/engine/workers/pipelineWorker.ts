@@ -249,8 +249,8 @@ async function backupFileBlocks(
       const last = Math.min(n - 1, Math.floor((r.offset + r.length - 1) / B));
       for (let i = Math.floor(r.offset / B); i <= last; i++) need[i] = 1;
     }
-    // reused blocks: the previous IDs, or '' for the caller to fill in when it kept them
-    for (let i = 0; i < n; i++) if (!need[i]) content[i] = inc.prevCount !== undefined ? '' : inc.prevIds[i];
+    // reused blocks: the previous IDs, unless the caller kept them (it is then told which blocks were read)
+    if (inc.prevCount === undefined) for (let i = 0; i < n; i++) if (!need[i]) content[i] = inc.prevIds[i];
   }
   // The blocks to read, as pieces of consecutive blocks of at most PIECE bytes.
   const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);
@@ -369,7 +369,25 @@ async function backupFileBlocks(
   }
   const after = await fh.stat();
   const changedWhileReading = short || after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
-  if (!short) return { content, bytesRead, size, changedWhileReading, blobs: [] };
+  if (!short) {
+    if (inc?.prevCount === undefined) return { content, bytesRead, size, changedWhileReading, blobs: [] };
+    const readBlocks: number[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++)
+      if (need[i]) {
+        readBlocks.push(i);
+        ids.push(content[i]);
+      }
+    return {
+      content: ids,
+      readBlocks: Uint32Array.from(readBlocks),
+      blockCount: n,
+      bytesRead,
+      size,
+      changedWhileReading,
+      blobs: [],
+    };
+  }
   // It shrank while we read. Reused blocks may now lie past its end: read it again, whole, and keep
   // what was there (blocks up to the first short one), so the content always matches the size.
   if (inc) {

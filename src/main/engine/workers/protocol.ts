@@ -31,7 +31,7 @@ export interface BackupFileTask {
     /** Fixed-size blocks: the previous file size. */
     prevSize?: number;
     /** Fixed-size blocks: how many blocks the previous version had. prevIds is then left empty and the
-     *  result's content has '' for each reused block (the caller fills in the previous IDs). */
+     *  result lists only the blocks read (readBlocks); the caller keeps the previous IDs for the rest. */
     prevCount?: number;
     changed: { offset: number; length: number }[];
   };
@@ -119,7 +119,13 @@ export type TaskEvent =
   | { kind: 'read'; bytes: number }; // progress, no reply
 
 export interface BackupFileResult {
+  /** The file's chunk IDs in order; with readBlocks, only those of the blocks read, in that order. */
   content: string[];
+  /** Fixed-size blocks given incremental.prevCount: the indexes of the blocks read (ascending) and the
+   *  file's block count; every other block is the previous version's (a 2 GiB file has 256 Ki blocks:
+   *  the whole list each way cost ~20 ms on every incremental of it). */
+  readBlocks?: Uint32Array;
+  blockCount?: number;
   bytesRead: number;
   size: number;
   /** Set when size or mtime differed after reading: the file changed while it was read. */
