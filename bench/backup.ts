@@ -20,6 +20,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { makeDataset } from './dataset.js';
 import { MALLOC_ENV, withMallocEnv } from '../bin/malloc-env.mjs';
 
+/** Milliseconds of event-loop delay, to two decimals (the histogram's values are floats). */
+const delay = (ms: number | undefined) => (ms === undefined ? '?' : ms.toFixed(2));
 const args = process.argv.slice(2);
 const opt = (name: string, def?: string) => {
   const i = args.indexOf(`--${name}`);
@@ -334,7 +336,7 @@ async function main() {
   }
   const full = rows.find((r) => r.tool === 'tidemark' && r.step === 'full backup')!;
   console.log(
-    `\nevent-loop delay during the full backup (engine process): p50 ${full.m.stats?.eventLoopDelayMs.p50} ms, p99 ${full.m.stats?.eventLoopDelayMs.p99} ms, max ${full.m.stats?.eventLoopDelayMs.max} ms`,
+    `\nevent-loop delay during the full backup (engine process): p50 ${delay(full.m.stats?.eventLoopDelayMs.p50)} ms, p99 ${delay(full.m.stats?.eventLoopDelayMs.p99)} ms, max ${delay(full.m.stats?.eventLoopDelayMs.max)} ms`,
   );
   if (withRestic) {
     for (const step of ['full backup', 'no-change backup', 'full restore']) {
