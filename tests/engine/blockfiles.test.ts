@@ -126,6 +126,39 @@ describe('fixed-size blocks for files written in place', () => {
     });
   }
 
+  it('stores the same blocks sealed on the reading thread or by any worker, compressible or not', async () => {
+    // one worker seals a block file's segments itself; with more, segments move to whichever is free
+    const dir = await tempDir('tm-blocks-seg-');
+    const file = path.join(dir, 'mixed.img');
+    const text = Buffer.from('a database page of text that compresses well. '.repeat(200_000)).subarray(
+      0,
+      9 * MiB,
+    );
+    await fs.writeFile(file, Buffer.concat([randomBytes(7 * MiB + 5, 31), text, Buffer.alloc(3 * MiB)]));
+    const original = await fs.readFile(file);
+    // two empty repositories with the same keys (so the same blob IDs): one per way of sealing
+    const keyed = new MemoryBackend();
+    await Repository.init(keyed, 'pw', { kdf: { N: 1024 } });
+    const lists: string[][] = [];
+    for (const workers of [1, 2]) {
+      const mem = new MemoryBackend();
+      await mem.init();
+      for (const type of ['config', 'keys'] as const)
+        for await (const o of keyed.list(type)) await mem.save(type, o.name, await keyed.load(type, o.name));
+      const repo = await Repository.open(mem, 'pw');
+      const r = await backup(repo, { paths: [dir], blockFiles, workers });
+      const node = (await lookup(repo, r.snapshot, file)).node!;
+      expect(node.blockSize).toBe(B);
+      lists.push(node.content!);
+      // text and zeros are stored compressed (far smaller than the file), random data raw
+      expect(r.snapshot.stats.storedBytes).toBeLessThan(original.length * 0.6);
+      const out = await tempDir('tm-blocks-seg-out-');
+      await restore(repo, { snapshot: r.snapshotId, target: out });
+      expect((await fs.readFile(path.join(out, path.relative('/', file)))).equals(original)).toBe(true);
+    }
+    expect(lists[0]).toEqual(lists[1]);
+  });
+
   it('reads a file whole when its block size changed, and chunks files no pattern matches', async () => {
     const dir = await tempDir('tm-blocks-');
     const file = path.join(dir, 'data.sqlite');

@@ -27,14 +27,17 @@ import {
 } from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
 import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '../workers/index.js';
-import type {
-  BackupFileResult,
-  BackupFileTask,
-  ListDirResult,
-  SealedBlobMsg,
-  SmallFileResult,
-  SmallFilesResult,
-  TaskEvent,
+import {
+  segmentBuffers,
+  type BackupFileResult,
+  type BackupFileTask,
+  type ListDirResult,
+  type SealedBlobMsg,
+  type SealedSegment,
+  type SmallFileResult,
+  type SmallFilesResult,
+  type Task,
+  type TaskEvent,
 } from '../workers/protocol.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { nameBytes } from '../repo/tree.js';
@@ -241,8 +244,34 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         await sealBudget.wait();
         return null;
       }
+      if (ev.kind === 'segments') {
+        for (const segment of ev.segments)
+          dispatchSeal(
+            { op: 'sealSegment', segment },
+            segment.data.byteLength,
+            segmentBuffers(segment),
+            storeSegment,
+          );
+        await sealBudget.wait();
+        return null;
+      }
+      if (ev.kind === 'sealedSegments') {
+        for (const s of ev.segments) await storeSegment(s);
+        return null;
+      }
       await storeBlobs(ev.blobs, false);
       return null;
+    };
+    /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied). */
+    const storeSegment = async (s: SealedSegment) => {
+      for (let i = 0; i < s.lengths.length; i++)
+        await repo.addSealedBlob(
+          BlobType.Data,
+          Buffer.from(s.ids.buffer, s.ids.byteOffset + 32 * i, 32),
+          Buffer.from(s.data.buffer, s.data.byteOffset + s.offsets[i], s.lengths[i]),
+          s.rawLengths[i],
+          s.compressed[i] === 1,
+        );
     };
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
     // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
@@ -251,6 +280,27 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const sealBudget = new ByteBudget(8 * 1024 * 1024);
     const sealing = new Set<Promise<void>>();
     let sealError: unknown;
+    /** Hands a seal task to the least busy worker and stores what it returns; its bytes count against
+     *  the seal budget until then. */
+    const dispatchSeal = <T>(
+      task: Task,
+      bytes: number,
+      transfer: ArrayBuffer[],
+      store: (sealed: T) => Promise<void>,
+    ) => {
+      sealBudget.add(bytes);
+      const p: Promise<void> = pool!
+        .run<T>(task, undefined, transfer)
+        .then(store)
+        .catch((err) => {
+          sealError ??= err;
+        })
+        .finally(() => {
+          sealBudget.release(bytes);
+          sealing.delete(p);
+        });
+      sealing.add(p);
+    };
     const sealChunks = (chunks: { id: Uint8Array; data: Uint8Array }[]) => {
       let group: typeof chunks = [];
       let bytes = 0;
@@ -259,22 +309,12 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         const n = bytes;
         group = [];
         bytes = 0;
-        sealBudget.add(n);
-        const p: Promise<void> = pool!
-          .run<SealedBlobMsg[]>(
-            { op: 'seal', chunks: g },
-            undefined,
-            g.map((c) => c.data.buffer as ArrayBuffer),
-          )
-          .then((blobs) => storeBlobs(blobs, false))
-          .catch((err) => {
-            sealError ??= err;
-          })
-          .finally(() => {
-            sealBudget.release(n);
-            sealing.delete(p);
-          });
-        sealing.add(p);
+        dispatchSeal<SealedBlobMsg[]>(
+          { op: 'seal', chunks: g },
+          n,
+          g.map((c) => c.data.buffer as ArrayBuffer),
+          (blobs) => storeBlobs(blobs, false),
+        );
       };
       for (const c of chunks) {
         group.push(c);

@@ -38,18 +38,21 @@ export interface Piece {
 }
 
 /**
- * Reads the pieces into one new buffer, piece after piece; returns it and the bytes read per piece (fewer
- * than asked only at the end of the file). Throws the first read error.
+ * Reads the pieces into one buffer (`into` when given and large enough, else a new one), piece after
+ * piece from its start; returns it and the bytes read per piece (fewer than asked only at the end of the
+ * file). Throws the first read error.
  */
 export async function readScattered(
   fd: number,
   pieces: Piece[],
   depth: number,
   useNative = nativeScatteredReads,
+  /** A buffer to read into (reused by the caller) when it is large enough. */
+  into?: Buffer,
 ): Promise<{ buffer: Buffer; got: Uint32Array }> {
   let total = 0;
   for (const p of pieces) total += p.length;
-  const buffer = Buffer.allocUnsafeSlow(total);
+  const buffer = into && into.length >= total ? into : Buffer.allocUnsafeSlow(total);
   if (useNative && addon) {
     const offsets = new Float64Array(pieces.length);
     const lengths = new Uint32Array(pieces.length);

@@ -79,15 +79,28 @@ function nextNonce(): Buffer {
 /** Encrypts `plaintext` with AES-256-GCM under `key`; `aad` binds context (e.g. a blob ID). */
 export function seal(key: Buffer, plaintext: Uint8Array, aad?: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(NONCE_BYTES + plaintext.length + TAG_BYTES);
+  sealInto(key, plaintext, aad, out, 0);
+  return out;
+}
+
+/** seal() into `out` at `at` (which must have OVERHEAD + plaintext.length bytes free); returns the bytes
+ *  written. */
+export function sealInto(
+  key: Buffer,
+  plaintext: Uint8Array,
+  aad: Uint8Array | undefined,
+  out: Buffer,
+  at: number,
+): number {
   const nonce = nextNonce();
-  nonce.copy(out, 0);
+  nonce.copy(out, at);
   const cipher = crypto.createCipheriv('aes-256-gcm', key, nonce);
   if (aad) cipher.setAAD(aad);
-  const n1 = cipher.update(plaintext).copy(out, NONCE_BYTES);
+  const n1 = cipher.update(plaintext).copy(out, at + NONCE_BYTES);
   const fin = cipher.final();
-  fin.copy(out, NONCE_BYTES + n1);
-  cipher.getAuthTag().copy(out, NONCE_BYTES + n1 + fin.length);
-  return out;
+  fin.copy(out, at + NONCE_BYTES + n1);
+  cipher.getAuthTag().copy(out, at + NONCE_BYTES + n1 + fin.length);
+  return NONCE_BYTES + n1 + fin.length + TAG_BYTES;
 }
 
 export function open(key: Buffer, sealed: Uint8Array, aad?: Uint8Array): Buffer {

@@ -146,7 +146,7 @@ export class WorkerPool {
     if (this.failed) return Promise.reject(this.failed);
     // Pure CPU tasks go where the fewest CPU tasks wait (a file task mostly waits for I/O or replies,
     // so counting it would send compression to a busy thread); other tasks spread by count.
-    const cpu = task.op === 'seal' || task.op === 'decode';
+    const cpu = task.op === 'seal' || task.op === 'sealSegment' || task.op === 'decode';
     const pw = cpu
       ? this.workers.reduce((a, b) => (b.cpu < a.cpu || (b.cpu === a.cpu && b.inflight < a.inflight) ? b : a))
       : this.workers.reduce((a, b) => (b.inflight < a.inflight ? b : a));

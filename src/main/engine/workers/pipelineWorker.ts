@@ -26,12 +26,14 @@ import {
 import { setTimesSync } from '../restore/times.js';
 import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
-import { blobId, open as openSealed, seal } from '../crypto/index.js';
+import { blobId, open as openSealed, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
 import { readScattered } from '../backup/scatterRead.js';
 import type {
   BackupFileResult,
   BackupFileTask,
+  ChunkSegment,
+  SealedSegment,
   DecodeResult,
   DecodeTask,
   FileWrite,
@@ -46,6 +48,7 @@ import type {
   ToWorker,
   WorkerInit,
 } from './protocol.js';
+import { segmentBuffers } from './protocol.js';
 
 const init = workerData as WorkerInit;
 const encKey = Buffer.from(init.encryptionKey);
@@ -87,7 +90,9 @@ function ask(taskId: number, event: TaskEvent): Promise<unknown> {
         ? event.blobs.map((b) => b.sealed.buffer as ArrayBuffer)
         : event.kind === 'raw'
           ? event.chunks.map((c) => c.data.buffer as ArrayBuffer)
-          : [];
+          : event.kind === 'segments' || event.kind === 'sealedSegments'
+            ? event.segments.flatMap(segmentBuffers)
+            : [];
     port.postMessage({ type: 'event', taskId, seq, event } satisfies FromWorker, transfer);
   });
 }
@@ -118,6 +123,102 @@ function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
     own.set(sealed);
   }
   return { id: new Uint8Array(id), sealed: own, rawLength: data.length, compressed: c.compressed };
+}
+
+/** Compresses and seals a segment of chunks into one buffer. */
+function sealSegment(seg: ChunkSegment): SealedSegment {
+  const n = seg.lengths.length;
+  let cap = 0;
+  for (let i = 0; i < n; i++) cap += seg.lengths[i] + OVERHEAD; // stored raw when compression does not pay
+  let out = Buffer.allocUnsafeSlow(cap);
+  const data = Buffer.from(seg.data.buffer, seg.data.byteOffset, seg.data.byteLength);
+  const ids = Buffer.from(seg.ids.buffer, seg.ids.byteOffset, seg.ids.byteLength);
+  const offsets = new Uint32Array(n);
+  const lengths = new Uint32Array(n);
+  const rawLengths = new Uint32Array(n);
+  const compressed = new Uint8Array(n);
+  let pos = 0;
+  for (let i = 0; i < n; i++) {
+    const plain = data.subarray(seg.offsets[i], seg.offsets[i] + seg.lengths[i]);
+    const c = maybeCompressTransient(plain, init.compressionLevel);
+    const len = sealInto(encKey, c.data, ids.subarray(32 * i, 32 * i + 32), out, pos);
+    offsets[i] = pos;
+    lengths[i] = len;
+    rawLengths[i] = plain.length;
+    compressed[i] = c.compressed ? 1 : 0;
+    pos += len;
+  }
+  // the blobs stay in memory until their pack is written: do not keep a mostly empty buffer alive
+  if (pos < cap * 0.75) out = Buffer.from(out.subarray(0, pos));
+  return {
+    data: new Uint8Array(out.buffer, out.byteOffset, pos),
+    ids: new Uint8Array(ids),
+    offsets,
+    lengths,
+    rawLengths,
+    compressed,
+  };
+}
+
+/** A segment being filled with a block file's blocks (see ChunkSegment). */
+class SegmentBuilder {
+  readonly data: Buffer;
+  readonly ids: Buffer;
+  readonly offsets: number[] = [];
+  readonly lengths: number[] = [];
+  readonly hex: string[] = [];
+  used = 0;
+  constructor(
+    readonly capacity: number,
+    maxBlocks: number,
+  ) {
+    this.data = Buffer.allocUnsafeSlow(capacity);
+    this.ids = Buffer.allocUnsafeSlow(32 * maxBlocks);
+  }
+  fits(len: number): boolean {
+    return this.used + len <= this.capacity && this.offsets.length < this.ids.length / 32;
+  }
+  add(id: Buffer, hex: string, block: Uint8Array): void {
+    this.data.set(block, this.used);
+    id.copy(this.ids, 32 * this.offsets.length);
+    this.offsets.push(this.used);
+    this.lengths.push(block.length);
+    this.hex.push(hex);
+    this.used += block.length;
+  }
+  get count(): number {
+    return this.offsets.length;
+  }
+  /** The segment of the chunks `keep` says to keep (all when omitted). */
+  take(keep?: (i: number) => boolean): ChunkSegment {
+    const idx = [...this.offsets.keys()].filter((i) => !keep || keep(i));
+    const ids = new Uint8Array(32 * idx.length);
+    idx.forEach((i, k) => ids.set(this.ids.subarray(32 * i, 32 * i + 32), 32 * k));
+    return {
+      data: new Uint8Array(this.data.buffer, this.data.byteOffset, this.used),
+      ids,
+      offsets: Uint32Array.from(idx, (i) => this.offsets[i]),
+      lengths: Uint32Array.from(idx, (i) => this.lengths[i]),
+    };
+  }
+}
+
+/** Asks the main thread which of the segments' chunks the repository lacks (one dedup query) and stores
+ *  those: moved raw to be sealed by any free worker, or sealed here. */
+async function storeSegmentsIfNew(taskId: number, segs: SegmentBuilder[]): Promise<void> {
+  if (!segs.length) return;
+  const store = (await ask(taskId, { kind: 'query', ids: segs.flatMap((s) => s.hex) })) as boolean[];
+  const out: ChunkSegment[] = [];
+  let k = 0;
+  for (const s of segs) {
+    const base = k;
+    k += s.count;
+    if (!store.slice(base, k).some(Boolean)) continue;
+    out.push(s.take((i) => store[base + i]));
+  }
+  if (!out.length) return;
+  if (init.distributeSeal) await ask(taskId, { kind: 'segments', segments: out });
+  else await ask(taskId, { kind: 'sealedSegments', segments: out.map(sealSegment) });
 }
 
 /**
@@ -275,16 +376,25 @@ async function backupFileBlocks(
   // New blocks go to the main thread in batches of up to 4 MiB (one dedup query per batch). Up to three
   // batches are with the main thread at once (dedup query, then sealing by any free worker) while
   // reading and hashing go on: waiting for each batch stalled the reads behind it.
-  let pending: { id: Buffer; data: Uint8Array }[] = [];
+  // New blocks are copied into segments of ~2 MiB as they are hashed (see ChunkSegment), so the read
+  // buffers are reused at once and one buffer per segment, not per block, moves between threads.
+  const SEGMENT = Math.max(2 * 1024 * 1024, B);
+  const newSegment = () => new SegmentBuilder(SEGMENT, Math.ceil(SEGMENT / Math.min(B, SEGMENT)) + 1);
+  let pending: SegmentBuilder[] = [];
+  let current = newSegment();
   let pendingBytes = 0;
   const storing = new Set<Promise<void>>();
   let storeError: unknown;
   const flush = async () => {
+    if (current.count) {
+      pending.push(current);
+      current = newSegment();
+    }
     if (pending.length) {
       const batch = pending;
       pending = [];
       pendingBytes = 0;
-      const p: Promise<void> = storeIfNew(taskId, batch)
+      const p: Promise<void> = storeSegmentsIfNew(taskId, batch)
         .catch((err) => {
           storeError ??= err;
         })
@@ -322,11 +432,18 @@ async function backupFileBlocks(
     length: Math.min(p.count * B, size - p.first * B),
   });
   const reads: Promise<{ buffer: Buffer; got: Uint32Array }>[] = [];
+  const spareReads: Buffer[] = []; // read buffers are reused: their blocks are copied out as they are hashed
   let issued = 0;
   let stopped = false;
   const issue = () => {
     while (!stopped && issued < batches.length && reads.length < 2) {
-      const r = readScattered(fh.fd, batches[issued++].map(extent), 24);
+      const r = readScattered(
+        fh.fd,
+        batches[issued++].map(extent),
+        24,
+        undefined,
+        spareReads.pop() ?? Buffer.allocUnsafeSlow(PIECE), // a batch holds at most PIECE bytes
+      );
       r.catch(() => {}); // a failed batch is rethrown where it is awaited, in order
       reads.push(r);
     }
@@ -348,17 +465,23 @@ async function backupFileBlocks(
           const data = buf.subarray(k * B, Math.min(buf.length, (k + 1) * B));
           if (!data.length) break;
           const id = blobId(idKey, data);
-          content[piece.first + k] = id.toString('hex');
+          const hex = id.toString('hex');
+          content[piece.first + k] = hex;
           lens[piece.first + k] = data.length;
-          pending.push({ id, data });
+          if (!current.fits(data.length)) {
+            pending.push(current);
+            current = newSegment();
+          }
+          current.add(id, hex, data);
           pendingBytes += data.length;
         }
       });
+      if (buffer.length >= PIECE) spareReads.push(buffer);
       bytesRead += batchRead;
       unreported += batchRead;
       if (unreported >= 1024 * 1024) report(); // progress in MiB steps, not a message per block
       await throttle(batchRead);
-      if (pendingBytes >= 4 * 1024 * 1024 || pending.length >= 1024) await flush();
+      if (pendingBytes >= 4 * 1024 * 1024) await flush();
     }
     await flushAll();
   } finally {
@@ -686,6 +809,10 @@ port.on('message', (msg: ToWorker) => {
       };
     }
     if (task.op === 'listDir') return { result: listDir(task), transfer: [] };
+    if (task.op === 'sealSegment') {
+      const r = sealSegment(task.segment);
+      return { result: r, transfer: segmentBuffers(r) };
+    }
     if (task.op === 'seal') {
       const blobs = task.chunks.map((c) => sealChunk(Buffer.from(c.id), c.data));
       return { result: blobs, transfer: blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
