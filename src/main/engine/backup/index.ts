@@ -356,7 +356,19 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             },
             onEvent,
           );
-          batch.forEach((b, i) => b.resolve(r.files[i]));
+          const sealed = r.sealed;
+          batch.forEach((b, i) => {
+            const f = r.files[i];
+            // the file's blobs, as views of the task's one sealed buffer
+            if (!f.error && f.blobRefs && sealed)
+              f.blobs = f.blobRefs.map((k) => ({
+                id: sealed.ids.subarray(32 * k, 32 * k + 32),
+                sealed: sealed.data.subarray(sealed.offsets[k], sealed.offsets[k] + sealed.lengths[k]),
+                rawLength: sealed.rawLengths[k],
+                compressed: sealed.compressed[k] === 1,
+              }));
+            b.resolve(f);
+          });
         } catch (err) {
           batch.forEach((b) => b.reject(err));
         } finally {

@@ -632,6 +632,14 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
 function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFilesResult> {
   return (async () => {
     const out: SmallFileResult[] = [];
+    // every file's chunks are sealed together at the end, into one buffer (see ChunkSegment)
+    const chunks: Uint8Array[] = [];
+    const ids: Buffer[] = [];
+    const add = (id: Buffer, data: Uint8Array) => {
+      ids.push(id);
+      chunks.push(data);
+      return chunks.length - 1;
+    };
     let readTotal = 0;
     for (const f of task.files) {
       let fd = -1;
@@ -654,15 +662,15 @@ function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFi
           // grew past one chunk while we looked: chunk it properly
           const lens = cdc.chunkAll(data);
           const content: string[] = [];
-          const blobs: SealedBlobMsg[] = [];
+          const blobRefs: number[] = [];
           let off = 0;
           for (const len of lens) {
             const id = blobId(idKey, data.subarray(off, off + len));
             content.push(id.toString('hex'));
-            blobs.push(sealChunk(id, data.subarray(off, off + len)));
+            blobRefs.push(add(id, data.subarray(off, off + len)));
             off += len;
           }
-          out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs });
+          out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs: [], blobRefs });
         } else {
           const id = blobId(idKey, data);
           out.push({
@@ -670,7 +678,8 @@ function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFi
             bytesRead: n,
             size: n,
             changedWhileReading: changed,
-            blobs: [sealChunk(id, data)],
+            blobs: [],
+            blobRefs: [add(id, data)],
           });
         }
       } catch (err) {
@@ -681,7 +690,24 @@ function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFi
       }
     }
     if (readTotal) tell(taskId, { kind: 'read', bytes: readTotal });
-    return { files: out };
+    if (!chunks.length) return { files: out };
+    let total = 0;
+    for (const c of chunks) total += c.length;
+    const segment: ChunkSegment = {
+      data: Buffer.allocUnsafeSlow(total),
+      ids: new Uint8Array(32 * chunks.length),
+      offsets: new Uint32Array(chunks.length),
+      lengths: new Uint32Array(chunks.length),
+    };
+    let pos = 0;
+    chunks.forEach((c, i) => {
+      segment.data.set(c, pos);
+      segment.ids.set(ids[i], 32 * i);
+      segment.offsets[i] = pos;
+      segment.lengths[i] = c.length;
+      pos += c.length;
+    });
+    return { files: out, sealed: sealSegment(segment) };
   })();
 }
 
@@ -803,10 +829,7 @@ port.on('message', (msg: ToWorker) => {
     }
     if (task.op === 'backupSmallFiles') {
       const r = await backupSmallFiles(taskId, task);
-      return {
-        result: r,
-        transfer: r.files.flatMap((f) => (f.error ? [] : f.blobs.map((b) => b.sealed.buffer as ArrayBuffer))),
-      };
+      return { result: r, transfer: r.sealed ? segmentBuffers(r.sealed) : [] };
     }
     if (task.op === 'listDir') return { result: listDir(task), transfer: [] };
     if (task.op === 'sealSegment') {

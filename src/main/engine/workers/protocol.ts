@@ -51,6 +51,8 @@ export type SmallFileResult =
 
 export interface SmallFilesResult {
   files: SmallFileResult[];
+  /** The files' chunks, sealed in one buffer; each file names its blobs in blobRefs. */
+  sealed?: SealedSegment;
 }
 
 /** Blobs to open, all within one buffer read from a pack (sent once, transferred when possible). */
@@ -167,6 +169,9 @@ export interface BackupFileResult {
   changedWhileReading: boolean;
   /** Blobs sent speculatively with the result (small single-chunk files); main stores them if new. */
   blobs: SealedBlobMsg[];
+  /** Small files: the indexes of this file's blobs in SmallFilesResult.sealed (main turns them into
+   *  `blobs`). */
+  blobRefs?: number[];
 }
 
 export interface DecodeResult {
