@@ -148,8 +148,14 @@ function sealSegment(seg: ChunkSegment): SealedSegment {
     compressed[i] = c.compressed ? 1 : 0;
     pos += len;
   }
-  // the blobs stay in memory until their pack is written: do not keep a mostly empty buffer alive
-  if (pos < cap * 0.75) out = Buffer.from(out.subarray(0, pos));
+  // the blobs stay in memory until their pack is written: do not keep a mostly empty buffer alive (the
+  // copy gets an ArrayBuffer of its own: Buffer.from may hand out a slice of a shared pool, and moving
+  // that to another thread would take the pool away from this one)
+  if (pos < cap * 0.75) {
+    const fit = Buffer.allocUnsafeSlow(pos);
+    out.copy(fit, 0, 0, pos);
+    out = fit;
+  }
   return {
     data: new Uint8Array(out.buffer, out.byteOffset, pos),
     ids: new Uint8Array(ids),
