@@ -6,6 +6,7 @@
  * it affects. Unreferenced packs (left by an interrupted backup or prune) are reported, not errors.
  * Never writes to the repository.
  */
+import { giveBuffer } from '../bufferPool.js';
 import type { Repository } from '../repo/repository.js';
 import { mapLimit } from '../repo/repository.js';
 import type { CheckProblem, CheckReport, ProgressSink } from '../operations.js';
@@ -176,6 +177,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
           }));
           const { buffer, transfer } = decodeBuffer(bytes);
           const r = await pool.run<DecodeResult>({ op: 'decode', buffer, items }, undefined, transfer);
+          giveBuffer(r.returned);
           r.items.forEach((res, j) => {
             if (!res.ok)
               damaged.set(

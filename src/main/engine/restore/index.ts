@@ -11,6 +11,7 @@
  * be real directories, files are opened with O_NOFOLLOW, symlinks are created only at the end.
  * A damaged blob fails only the files that use it; they are removed and reported by name.
  */
+import { giveBuffer } from '../bufferPool.js';
 import fs from 'node:fs/promises';
 import { constants as C } from 'node:fs';
 import path from 'node:path';
@@ -408,6 +409,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
               undefined,
               transfer,
             );
+            giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
           }
           items.forEach((it, i) => {
             const r = result.items[i];

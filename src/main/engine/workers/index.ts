@@ -6,6 +6,7 @@
  * task and its answer is sent back — this is how backpressure reaches the readers.
  * In development the worker is TypeScript loaded through tsx; in a build it is the bundled .js.
  */
+import { isPoolBuffer } from '../bufferPool.js';
 import { Worker } from 'node:worker_threads';
 import os from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -46,12 +47,14 @@ function workerEntry(): { file: string; data: Record<string, unknown> } {
 /** Wraps bytes for a decode task: the buffer is transferred when it owns its memory, copied otherwise
  *  (a slice of Node's shared pool must never be detached). */
 export function decodeBuffer(data: Buffer): { buffer: Uint8Array; transfer: ArrayBuffer[] } {
+  // a buffer of its own moves as it is; one of bufferPool's even with room to spare (nothing else shares
+  // it — unlike, say, a view into a buffer a network library reads into)
   if (
     data.byteOffset === 0 &&
-    data.byteLength === data.buffer.byteLength &&
-    data.buffer instanceof ArrayBuffer
+    data.buffer instanceof ArrayBuffer &&
+    (data.byteLength === data.buffer.byteLength || isPoolBuffer(data.buffer))
   )
-    return { buffer: new Uint8Array(data.buffer), transfer: [data.buffer] };
+    return { buffer: new Uint8Array(data.buffer, 0, data.byteLength), transfer: [data.buffer] };
   const own = new Uint8Array(data.byteLength);
   own.set(data);
   return { buffer: own, transfer: [own.buffer] };

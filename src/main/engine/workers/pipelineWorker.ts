@@ -816,6 +816,10 @@ function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer
     transfer.push(own.buffer);
     return { ok: true as const, plain: own, writes, parts };
   });
+  // nothing refers to the task's buffer any more (plaintexts are copies): back to the main thread
+  const returned = task.buffer.buffer as ArrayBuffer;
+  if (task.buffer.byteOffset === 0 && returned.byteLength >= 1024 * 1024 && !transfer.includes(returned))
+    return { result: { items, returned }, transfer: [...transfer, returned] };
   return { result: { items }, transfer };
 }
 

@@ -175,6 +175,8 @@ export interface BackupFileResult {
 }
 
 export interface DecodeResult {
+  /** The task's buffer, moved back when the worker is done with it (for bufferPool.giveBuffer). */
+  returned?: ArrayBuffer;
   items: (
     | {
         ok: true;

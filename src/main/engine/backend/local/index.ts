@@ -11,6 +11,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
 import { OBJECT_TYPES } from '../types.js';
+import { takeBuffer } from '../../bufferPool.js';
 import { DIRECT_MIN_BYTES, DirectUnsupported, O_DIRECT, writePartsDirect } from './direct.js';
 import {
   DestinationFullError,
@@ -177,7 +178,7 @@ export class LocalBackend implements Backend {
         const size = (await fh.stat()).size;
         length = Math.max(0, size - offset);
       }
-      const buf = Buffer.allocUnsafe(length);
+      const buf = takeBuffer(length); // a reused buffer for large ranges (see bufferPool.ts)
       let done = 0;
       while (done < length) {
         const { bytesRead } = await fh.read(buf, done, length - done, offset + done);
