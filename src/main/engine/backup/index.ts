@@ -32,6 +32,7 @@ import {
   type BackupFileResult,
   type BackupFileTask,
   type ListDirResult,
+  type QueryReply,
   type SealedBlobMsg,
   type SealedSegment,
   type SmallFileResult,
@@ -238,7 +239,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         progress.bytesRead += ev.bytes;
         return null;
       }
-      if (ev.kind === 'query') return ev.ids.map((id) => repo.claimBlob(id));
+      if (ev.kind === 'query')
+        return {
+          store: ev.ids.map((id) => repo.claimBlob(id)),
+          handOver: pool!.withoutFiles > 0,
+        } satisfies QueryReply;
       if (ev.kind === 'raw') {
         sealChunks(ev.chunks);
         await sealBudget.wait();

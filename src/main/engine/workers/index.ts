@@ -145,6 +145,11 @@ export class WorkerPool {
     return this.pending.size;
   }
 
+  /** Number of workers reading no file (idle, or only compressing and sealing). */
+  get withoutFiles(): number {
+    return this.workers.filter((w) => w.inflight === w.cpu).length;
+  }
+
   run<T>(task: Task, onEvent?: EventHandler, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failed) return Promise.reject(this.failed);
     // Pure CPU tasks go where the fewest CPU tasks wait (a file task mostly waits for I/O or replies,

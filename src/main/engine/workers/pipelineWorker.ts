@@ -40,6 +40,7 @@ import type {
   FromWorker,
   ListDirResult,
   ListDirTask,
+  QueryReply,
   SealedBlobMsg,
   SmallFileResult,
   SmallFilesResult,
@@ -213,7 +214,10 @@ class SegmentBuilder {
  *  those: moved raw to be sealed by any free worker, or sealed here. */
 async function storeSegmentsIfNew(taskId: number, segs: SegmentBuilder[]): Promise<void> {
   if (!segs.length) return;
-  const store = (await ask(taskId, { kind: 'query', ids: segs.flatMap((s) => s.hex) })) as boolean[];
+  const { store, handOver } = (await ask(taskId, {
+    kind: 'query',
+    ids: segs.flatMap((s) => s.hex),
+  })) as QueryReply;
   const out: ChunkSegment[] = [];
   let k = 0;
   for (const s of segs) {
@@ -223,7 +227,7 @@ async function storeSegmentsIfNew(taskId: number, segs: SegmentBuilder[]): Promi
     out.push(s.take((i) => store[base + i]));
   }
   if (!out.length) return;
-  if (init.distributeSeal) await ask(taskId, { kind: 'segments', segments: out });
+  if (init.distributeSeal && handOver) await ask(taskId, { kind: 'segments', segments: out });
   else await ask(taskId, { kind: 'sealedSegments', segments: out.map(sealSegment) });
 }
 
@@ -537,20 +541,25 @@ async function backupFileBlocks(
  *  stores those. */
 async function storeIfNew(taskId: number, chunks: { id: Buffer; data: Uint8Array }[]): Promise<void> {
   if (!chunks.length) return;
-  const store = (await ask(taskId, {
+  const { store, handOver } = (await ask(taskId, {
     kind: 'query',
     ids: chunks.map((c) => c.id.toString('hex')),
-  })) as boolean[];
+  })) as QueryReply;
   await storeNew(
     taskId,
     chunks.filter((_, i) => store[i]),
+    handOver,
   );
 }
 
 /** Stores new chunks: sealed here, or handed over raw so that any free worker compresses them. */
-async function storeNew(taskId: number, chunks: { id: Buffer; data: Uint8Array }[]): Promise<void> {
+async function storeNew(
+  taskId: number,
+  chunks: { id: Buffer; data: Uint8Array }[],
+  handOver: boolean,
+): Promise<void> {
   if (!chunks.length) return;
-  if (init.distributeSeal) {
+  if (init.distributeSeal && handOver) {
     const raw = chunks.map((c) => {
       const data = new Uint8Array(c.data.length);
       data.set(c.data);
