@@ -29,6 +29,7 @@ import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, open as openSealed, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
 import { readScattered } from '../backup/scatterRead.js';
+import { SourceReader } from '../backup/sourceRead.js';
 import type {
   BackupFileResult,
   BackupFileTask,
@@ -572,21 +573,19 @@ async function storeNew(
 }
 
 async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
-  const fh = await fs.open(Buffer.from(task.path), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  if (task.blockSize) {
+  if (task.blockSize || (task.incremental && task.size >= init.chunker.min)) {
+    // positioned reads of some parts of the file, through the page cache
+    const fh = await fs.open(Buffer.from(task.path), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
     try {
-      return await backupFileBlocks(taskId, task, fh);
+      return task.blockSize
+        ? await backupFileBlocks(taskId, task, fh)
+        : await backupFileRanges(taskId, task, fh);
     } finally {
       await fh.close();
     }
   }
-  if (task.incremental && task.size >= init.chunker.min) {
-    try {
-      return await backupFileRanges(taskId, task, fh);
-    } finally {
-      await fh.close();
-    }
-  }
+  // the whole file, start to end: large files past the page cache (backup/sourceRead.ts)
+  const fh = await SourceReader.open(Buffer.from(task.path), task.size);
   let block: Buffer | undefined;
   try {
     const content: string[] = [];
@@ -605,7 +604,7 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
           end -= start;
           start = 0;
         }
-        const { bytesRead: n } = await fh.read(buf, end, buf.length - end, null);
+        const n = await fh.read(buf, end, buf.length - end);
         if (n === 0) eof = true;
         end += n;
         bytesRead += n;

@@ -18,42 +18,12 @@
  * Linux 6.6) or the memory cannot be had, the caller writes through the page cache instead.
  */
 import type fs from 'node:fs/promises';
-import { constants as fsConstants } from 'node:fs';
+import { ALIGN, O_DIRECT, giveAligned, takeAligned } from '../../aligned.js';
 
-/** The open(2) flag, where the platform has it. */
-export const O_DIRECT: number | undefined = (fsConstants as { O_DIRECT?: number }).O_DIRECT;
+export { O_DIRECT };
 /** Objects smaller than this are written through the page cache (index files, locks, snapshots). */
 export const DIRECT_MIN_BYTES = 1024 * 1024;
 const STAGE = 1024 * 1024;
-/** Covers every logical block size in use (512 and 4096 bytes). */
-const ALIGN = 4096;
-
-/** WebAssembly is a global of every JavaScript engine we run on; Node's type library does not name it. */
-const wasm = (
-  globalThis as unknown as {
-    WebAssembly: { Memory: new (d: { initial: number; maximum: number }) => { buffer: ArrayBuffer } };
-  }
-).WebAssembly;
-
-const spare: Buffer[] = [];
-let noMemory = false;
-
-function takeStage(): Buffer | undefined {
-  const b = spare.pop();
-  if (b) return b;
-  if (noMemory) return undefined;
-  try {
-    const pages = STAGE / 65536; // WebAssembly pages are 64 KiB
-    return Buffer.from(new wasm.Memory({ initial: pages, maximum: pages }).buffer);
-  } catch {
-    noMemory = true; // address space limited (ulimit -v): buffered writes it is
-    return undefined;
-  }
-}
-
-function giveStage(b: Buffer): void {
-  if (spare.length < 4) spare.push(b);
-}
 
 /** Thrown when direct I/O turns out not to work here; the caller starts again buffered. */
 export class DirectUnsupported extends Error {}
@@ -81,7 +51,7 @@ async function writeAt(fh: fs.FileHandle, buf: Buffer, length: number, position:
  * Throws DirectUnsupported when direct I/O does not work here (nothing usable was written).
  */
 export async function writePartsDirect(fh: fs.FileHandle, parts: readonly Uint8Array[]): Promise<void> {
-  const stage = takeStage();
+  const stage = takeAligned(STAGE);
   if (!stage) throw new DirectUnsupported('no aligned memory');
   try {
     let pos = 0;
@@ -107,6 +77,6 @@ export async function writePartsDirect(fh: fs.FileHandle, parts: readonly Uint8A
       await fh.truncate(pos);
     }
   } finally {
-    giveStage(stage);
+    giveAligned(stage);
   }
 }

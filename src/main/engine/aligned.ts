@@ -1,0 +1,44 @@
+/**
+ * Memory aligned for direct I/O (O_DIRECT), which wants the buffer's address, the file offset and the
+ * length aligned to the device's logical block. JavaScript cannot ask for aligned memory, but a
+ * WebAssembly memory is page-aligned by construction; buffers are kept and reused per size (a few per
+ * size), since the backup threads need them again and again.
+ */
+import { constants as fsConstants } from 'node:fs';
+
+/** The open(2) flag, where the platform has it (Linux); undefined elsewhere (Windows, macOS). */
+export const O_DIRECT: number | undefined =
+  process.env.TIDEMARK_NO_DIRECT_IO === '1' ? undefined : (fsConstants as { O_DIRECT?: number }).O_DIRECT;
+/** Covers every logical block size in use (512 and 4096 bytes). */
+export const ALIGN = 4096;
+
+/** WebAssembly is a global of every JavaScript engine we run on; Node's type library does not name it. */
+const wasm = (
+  globalThis as unknown as {
+    WebAssembly: { Memory: new (d: { initial: number; maximum: number }) => { buffer: ArrayBuffer } };
+  }
+).WebAssembly;
+
+const kept = new Map<number, Buffer[]>();
+let noMemory = false;
+
+/** An aligned buffer of `size` bytes (a multiple of 64 KiB), or undefined when none can be had (address
+ *  space limited, e.g. ulimit -v). */
+export function takeAligned(size: number): Buffer | undefined {
+  const b = kept.get(size)?.pop();
+  if (b) return b;
+  if (noMemory) return undefined;
+  try {
+    const pages = size / 65536; // WebAssembly pages are 64 KiB
+    return Buffer.from(new wasm.Memory({ initial: pages, maximum: pages }).buffer);
+  } catch {
+    noMemory = true;
+    return undefined;
+  }
+}
+
+export function giveAligned(b: Buffer): void {
+  const list = kept.get(b.length) ?? [];
+  if (list.length < 4) list.push(b);
+  kept.set(b.length, list);
+}

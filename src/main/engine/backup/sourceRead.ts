@@ -1,0 +1,114 @@
+/**
+ * Reading a large source file from start to end past the page cache (O_DIRECT, Linux).
+ *
+ * A full backup reads gigabytes the user will not open again soon. Read through the page cache they
+ * push the user's own working set out of memory (the PC feels slow after a backup) and cost the kernel
+ * a page allocation and a copy per page; on a VM whose freed memory goes back to the host, a fault on
+ * the host as well: right after the page cache was dropped, reading a 1 GiB file cost 1.43 s of system
+ * time buffered and 0.05 s direct (0.42 s buffered when the memory had been used just before).
+ *
+ * Direct reads go 1 MiB at a time, at 1 MiB offsets, into an aligned buffer (../aligned.ts), and are
+ * copied out to the caller (4 MiB stages were no faster and held more memory). After a full backup of
+ * the bench dataset 303 of its 1,064 MiB sit in the page cache (its small files) instead of all of it,
+ * and the backup takes ~0.3–0.6 s less system time. Where the platform has no O_DIRECT, the filesystem refuses it (EINVAL: some
+ * network and FUSE filesystems) or aligned memory cannot be had, the file is read through the page
+ * cache as before. Dirty pages of a file being written are written back by the kernel before a direct
+ * read of them, so what is read is what a buffered read would return.
+ */
+import fs from 'node:fs/promises';
+import { ALIGN, O_DIRECT, giveAligned, takeAligned } from '../aligned.js';
+
+/** Files smaller than this are read through the page cache (one or two reads: not worth a stage). */
+export const DIRECT_READ_MIN_BYTES = 4 * 1024 * 1024;
+const STAGE = 1024 * 1024;
+
+export class SourceReader {
+  private stage: Buffer | undefined;
+  private from = 0; // first unread byte in stage
+  private to = 0; // end of the data in stage
+  private pos = 0; // file offset of the next direct read
+  private ended = false;
+
+  private constructor(
+    private fh: fs.FileHandle,
+    private readonly path: Buffer,
+    private readonly flags: number,
+    direct: boolean,
+  ) {
+    if (direct) this.stage = takeAligned(STAGE);
+  }
+
+  /** Opens `path` (never following a final symlink); direct when it is large and the platform allows. */
+  static async open(path: Buffer, size: number): Promise<SourceReader> {
+    const flags = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW;
+    if (O_DIRECT !== undefined && size >= DIRECT_READ_MIN_BYTES) {
+      try {
+        const r = new SourceReader(await fs.open(path, flags | O_DIRECT), path, flags, true);
+        if (r.stage) return r;
+        await r.fh.close(); // no aligned memory: buffered
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
+      }
+    }
+    return new SourceReader(await fs.open(path, flags), path, flags, false);
+  }
+
+  /** Whether reads bypass the page cache. */
+  get direct(): boolean {
+    return this.stage !== undefined;
+  }
+
+  /** Reads the next bytes of the file (up to `length`) into `into` at `offset`; 0 at the end. */
+  async read(into: Buffer, offset: number, length: number): Promise<number> {
+    if (!this.stage) {
+      const { bytesRead } = await this.fh.read(into, offset, length, this.resumeAt);
+      if (this.resumeAt !== null) this.resumeAt += bytesRead;
+      return bytesRead;
+    }
+    if (this.from === this.to) {
+      if (this.ended) return 0;
+      let n: number;
+      try {
+        ({ bytesRead: n } = await this.fh.read(this.stage, 0, this.stage.length, this.pos));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
+        // this filesystem opens files for direct I/O but does not read them so: on through the cache
+        await this.switchToBuffered();
+        return this.read(into, offset, length);
+      }
+      this.pos += n;
+      this.from = 0;
+      this.to = n;
+      // a direct read stops short only at the end of the file (an unaligned end, or nothing left)
+      if (n === 0 || n % ALIGN !== 0) this.ended = true;
+      if (n === 0) return 0;
+    }
+    const k = Math.min(length, this.to - this.from);
+    this.stage.copy(into, offset, this.from, this.from + k);
+    this.from += k;
+    return k;
+  }
+
+  private async switchToBuffered(): Promise<void> {
+    const fresh = await fs.open(this.path, this.flags);
+    await this.fh.close().catch(() => {});
+    this.fh = fresh;
+    if (this.stage) giveAligned(this.stage);
+    this.stage = undefined;
+    // the bytes handed out so far end where the data still in the stage begins
+    this.resumeAt = this.pos - (this.to - this.from);
+  }
+
+  /** After a switch from direct reads: where buffered reads go on (else the file position is used). */
+  private resumeAt: number | null = null;
+
+  stat() {
+    return this.fh.stat();
+  }
+
+  async close(): Promise<void> {
+    if (this.stage) giveAligned(this.stage);
+    this.stage = undefined;
+    await this.fh.close();
+  }
+}
