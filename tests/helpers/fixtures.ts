@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll } from 'vitest';
 
 export type Entry =
   | string // file content
@@ -21,8 +22,27 @@ export interface TreeSpec {
   [name: string]: Entry;
 }
 
+const madeDirs: string[] = [];
+// Removed after the test file that made them (a run of the suite used to leave gigabytes behind). Outside
+// a test file (a global setup, a script) there is no suite to hook: those folders stay.
+try {
+  afterAll(() => {
+    for (const d of madeDirs.splice(0))
+      try {
+        fss.rmSync(d, { recursive: true, force: true });
+      } catch {
+        // still in use (a mount point): left for the system's temp cleaning
+      }
+  });
+} catch {
+  // not collecting a test file
+}
+
+/** A new folder in the temp folder, removed after the test file. */
 export async function tempDir(prefix = 'tm-'): Promise<string> {
-  return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  madeDirs.push(dir);
+  return dir;
 }
 
 export async function writeTree(root: string, spec: TreeSpec): Promise<void> {
