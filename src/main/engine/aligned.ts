@@ -4,13 +4,31 @@
  * WebAssembly memory is page-aligned by construction; buffers are kept and reused per size (a few per
  * size), since the backup threads need them again and again.
  */
-import { constants as fsConstants } from 'node:fs';
+import { constants as fsConstants, promises as fsp } from 'node:fs';
 
 /** The open(2) flag, where the platform has it (Linux); undefined elsewhere (Windows, macOS). */
 export const O_DIRECT: number | undefined =
   process.env.TIDEMARK_NO_DIRECT_IO === '1' ? undefined : (fsConstants as { O_DIRECT?: number }).O_DIRECT;
 /** Covers every logical block size in use (512 and 4096 bytes). */
 export const ALIGN = 4096;
+
+/**
+ * Filesystems on a local disk where direct I/O is what it says (statfs f_type): ext2/3/4, XFS, Btrfs,
+ * F2FS. Not network filesystems — a NAS mounted over NFS or SMB turns every direct write into a
+ * synchronous round trip, and SMB refuses it unless mounted cache=none — nor tmpfs or FUSE, where there
+ * is no disk to go to directly.
+ */
+const DIRECT_IO_FILESYSTEMS = new Set([0xef53, 0x58465342, 0x9123683e, 0xf2f52010]);
+
+/** Whether direct I/O should be used for files on the filesystem holding `path`. */
+export async function directIoFilesystem(path: string | Buffer): Promise<boolean> {
+  if (O_DIRECT === undefined) return false;
+  try {
+    return DIRECT_IO_FILESYSTEMS.has((await fsp.statfs(path)).type);
+  } catch {
+    return false;
+  }
+}
 
 /** WebAssembly is a global of every JavaScript engine we run on; Node's type library does not name it. */
 const wasm = (

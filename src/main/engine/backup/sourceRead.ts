@@ -8,7 +8,8 @@
  * time buffered and 0.05 s direct (0.42 s buffered when the memory had been used just before).
  *
  * Direct reads go 1 MiB at a time, at 1 MiB offsets, into an aligned buffer (../aligned.ts), and are
- * copied out to the caller (4 MiB stages were no faster and held more memory). After a full backup of
+ * copied out to the caller (4 MiB stages were no faster and held more memory). Only on local disk
+ * filesystems (../aligned.ts, directIoFilesystem): a source on a NAS share is read through the cache. After a full backup of
  * the bench dataset 303 of its 1,064 MiB sit in the page cache (its small files) instead of all of it,
  * and the backup takes ~0.3–0.6 s less system time. Where the platform has no O_DIRECT, the filesystem refuses it (EINVAL: some
  * network and FUSE filesystems) or aligned memory cannot be had, the file is read through the page
@@ -16,7 +17,7 @@
  * read of them, so what is read is what a buffered read would return.
  */
 import fs from 'node:fs/promises';
-import { ALIGN, O_DIRECT, giveAligned, takeAligned } from '../aligned.js';
+import { ALIGN, O_DIRECT, directIoFilesystem, giveAligned, takeAligned } from '../aligned.js';
 
 /** Files smaller than this are read through the page cache (one or two reads: not worth a stage). */
 export const DIRECT_READ_MIN_BYTES = 4 * 1024 * 1024;
@@ -41,7 +42,7 @@ export class SourceReader {
   /** Opens `path` (never following a final symlink); direct when it is large and the platform allows. */
   static async open(path: Buffer, size: number): Promise<SourceReader> {
     const flags = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW;
-    if (O_DIRECT !== undefined && size >= DIRECT_READ_MIN_BYTES) {
+    if (O_DIRECT !== undefined && size >= DIRECT_READ_MIN_BYTES && (await directIoFilesystem(path))) {
       try {
         const r = new SourceReader(await fs.open(path, flags | O_DIRECT), path, flags, true);
         if (r.stage) return r;

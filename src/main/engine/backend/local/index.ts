@@ -13,6 +13,7 @@ import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
 import { OBJECT_TYPES } from '../types.js';
 import { takeBuffer } from '../../bufferPool.js';
 import { DIRECT_MIN_BYTES, DirectUnsupported, O_DIRECT, writePartsDirect } from './direct.js';
+import { directIoFilesystem } from '../../aligned.js';
 import {
   DestinationFullError,
   DestinationUnwritableError,
@@ -55,6 +56,8 @@ export class LocalBackend implements Backend {
   private readonly madeDirs = new Set<string>();
   /** Packs are written past the page cache while that works here (./direct.ts). */
   private direct = O_DIRECT !== undefined && process.env.TIDEMARK_NO_DIRECT_IO !== '1';
+  /** Whether the repository's filesystem is one direct I/O is meant for (asked at the first pack). */
+  private directFs: boolean | undefined;
   /** Objects written with direct I/O (for tests and figures). */
   directWrites = 0;
 
@@ -93,7 +96,10 @@ export class LocalBackend implements Backend {
   ): Promise<void> {
     let total = 0;
     for (const p of parts) total += p.length;
-    if (this.direct && total >= DIRECT_MIN_BYTES) {
+    // direct only on a local disk's filesystem (not a NAS share): asked once, at the first pack
+    if (this.direct && total >= DIRECT_MIN_BYTES && this.directFs === undefined)
+      this.directFs = await directIoFilesystem(this.root);
+    if (this.direct && this.directFs && total >= DIRECT_MIN_BYTES) {
       try {
         await this.saveWith(type, name, (fh) => writePartsDirect(fh, parts), options, O_DIRECT);
         this.directWrites++;
