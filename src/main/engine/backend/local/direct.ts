@@ -13,14 +13,13 @@
  * gathered from many blob buffers, so they are copied into a staging buffer from a WebAssembly memory
  * (page-aligned by construction: JavaScript cannot ask for aligned memory otherwise) and written 1 MiB
  * at a time (4 MiB stages held ~15 MB more at the backup's peak for no measurable speed); the last
- * piece is padded to the block and the file cut back to its size. Where the platform has no O_DIRECT
- * (Windows, macOS), the filesystem refuses it (EINVAL: some network and FUSE filesystems, tmpfs before
- * Linux 6.6) or the memory cannot be had, the caller writes through the page cache instead.
+ * piece is padded to the block and the file cut back to its size. Only on a local disk's filesystem
+ * (../../aligned.ts, directIoFilesystem); where the platform has no O_DIRECT (Windows, macOS), the
+ * filesystem refuses it (EINVAL) or the memory cannot be had, the caller writes through the page cache.
  */
 import type fs from 'node:fs/promises';
-import { ALIGN, O_DIRECT, giveAligned, takeAligned } from '../../aligned.js';
+import { ALIGN, giveAligned, takeAligned } from '../../aligned.js';
 
-export { O_DIRECT };
 /** Objects smaller than this are written through the page cache (index files, locks, snapshots). */
 export const DIRECT_MIN_BYTES = 1024 * 1024;
 const STAGE = 1024 * 1024;

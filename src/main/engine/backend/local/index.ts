@@ -12,8 +12,8 @@ import crypto from 'node:crypto';
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
 import { OBJECT_TYPES } from '../types.js';
 import { takeBuffer } from '../../bufferPool.js';
-import { DIRECT_MIN_BYTES, DirectUnsupported, O_DIRECT, writePartsDirect } from './direct.js';
-import { directIoFilesystem } from '../../aligned.js';
+import { DIRECT_MIN_BYTES, DirectUnsupported, writePartsDirect } from './direct.js';
+import { O_DIRECT, directIoFilesystem } from '../../aligned.js';
 import {
   DestinationFullError,
   DestinationUnwritableError,
@@ -54,10 +54,9 @@ export class LocalBackend implements Backend {
   readonly location: string;
   private readonly root: string;
   private readonly madeDirs = new Set<string>();
-  /** Packs are written past the page cache while that works here (./direct.ts). */
-  private direct = O_DIRECT !== undefined && process.env.TIDEMARK_NO_DIRECT_IO !== '1';
-  /** Whether the repository's filesystem is one direct I/O is meant for (asked at the first pack). */
-  private directFs: boolean | undefined;
+  /** Whether packs are written past the page cache (./direct.ts): asked of the repository's filesystem at
+   *  the first pack, and false from the first refusal on. */
+  private direct: boolean | undefined;
   /** Objects written with direct I/O (for tests and figures). */
   directWrites = 0;
 
@@ -96,10 +95,8 @@ export class LocalBackend implements Backend {
   ): Promise<void> {
     let total = 0;
     for (const p of parts) total += p.length;
-    // direct only on a local disk's filesystem (not a NAS share): asked once, at the first pack
-    if (this.direct && total >= DIRECT_MIN_BYTES && this.directFs === undefined)
-      this.directFs = await directIoFilesystem(this.root);
-    if (this.direct && this.directFs && total >= DIRECT_MIN_BYTES) {
+    if (total >= DIRECT_MIN_BYTES) this.direct ??= await directIoFilesystem(this.root);
+    if (this.direct && total >= DIRECT_MIN_BYTES) {
       try {
         await this.saveWith(type, name, (fh) => writePartsDirect(fh, parts), options, O_DIRECT);
         this.directWrites++;

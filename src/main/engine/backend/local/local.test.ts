@@ -7,8 +7,7 @@ import crypto from 'node:crypto';
 import { LocalBackend } from './index.js';
 import { savePack } from '../../repo/pack.js';
 import { MemoryBackend } from '../memory/index.js';
-import { O_DIRECT } from './direct.js';
-import { directIoFilesystem } from '../../aligned.js';
+import { O_DIRECT, directIoFilesystem } from '../../aligned.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
