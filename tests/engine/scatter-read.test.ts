@@ -44,7 +44,7 @@ for (const mode of modes) {
         }));
         pieces.push({ offset: 1000, length: 1 << 20 }, { offset: f.data.length - 1, length: 1 });
         for (const depth of [1, 7, 32]) {
-          const { buffer, got } = await readScattered(fd, pieces, depth, mode.native);
+          const { buffer, got } = await readScattered(fd, pieces, depth, { native: mode.native });
           let pos = 0;
           pieces.forEach((p, i) => {
             expect(got[i]).toBe(p.length);
@@ -74,7 +74,7 @@ for (const mode of modes) {
             { offset: 0, length: 10 },
           ],
           4,
-          mode.native,
+          { native: mode.native },
         );
         expect([...got]).toEqual([100, 0, 10]);
         expect(buffer.subarray(0, 100).equals(f.data.subarray(end - 100))).toBe(true);
@@ -89,11 +89,11 @@ for (const mode of modes) {
       const f = fixture();
       const dirFd = fs.openSync(f.dir, 'r'); // reading a directory fails with EISDIR
       try {
-        await expect(readScattered(dirFd, [{ offset: 0, length: 10 }], 2, mode.native)).rejects.toMatchObject(
-          {
-            code: 'EISDIR',
-          },
-        );
+        await expect(
+          readScattered(dirFd, [{ offset: 0, length: 10 }], 2, { native: mode.native }),
+        ).rejects.toMatchObject({
+          code: 'EISDIR',
+        });
       } finally {
         fs.closeSync(dirFd);
         f.done();

@@ -46,10 +46,14 @@ export async function readScattered(
   fd: number,
   pieces: Piece[],
   depth: number,
-  useNative = nativeScatteredReads,
-  /** A buffer to read into (reused by the caller) when it is large enough. */
-  into?: Buffer,
+  opts: {
+    /** A buffer to read into (reused by the caller) when it is large enough. */
+    into?: Buffer;
+    /** Read with the native addon (default: when it was built). */
+    native?: boolean;
+  } = {},
 ): Promise<{ buffer: Buffer; got: Uint32Array }> {
+  const { into, native: useNative = nativeScatteredReads } = opts;
   let total = 0;
   for (const p of pieces) total += p.length;
   const buffer = into && into.length >= total ? into : Buffer.allocUnsafeSlow(total);

@@ -29,6 +29,8 @@ export class SourceReader {
   private to = 0; // end of the data in stage
   private pos = 0; // file offset of the next direct read
   private ended = false;
+  /** After a switch from direct reads: where buffered reads go on (else the file position is used). */
+  private resumeAt: number | null = null;
 
   private constructor(
     private fh: fs.FileHandle,
@@ -99,9 +101,6 @@ export class SourceReader {
     // the bytes handed out so far end where the data still in the stage begins
     this.resumeAt = this.pos - (this.to - this.from);
   }
-
-  /** After a switch from direct reads: where buffered reads go on (else the file position is used). */
-  private resumeAt: number | null = null;
 
   stat() {
     return this.fh.stat();

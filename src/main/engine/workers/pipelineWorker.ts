@@ -448,13 +448,9 @@ async function backupFileBlocks(
   let stopped = false;
   const issue = () => {
     while (!stopped && issued < batches.length && reads.length < 2) {
-      const r = readScattered(
-        fh.fd,
-        batches[issued++].map(extent),
-        24,
-        undefined,
-        spareReads.pop() ?? Buffer.allocUnsafeSlow(PIECE), // a batch holds at most PIECE bytes
-      );
+      const r = readScattered(fh.fd, batches[issued++].map(extent), 24, {
+        into: spareReads.pop() ?? Buffer.allocUnsafeSlow(PIECE), // a batch holds at most PIECE bytes
+      });
       r.catch(() => {}); // a failed batch is rethrown where it is awaited, in order
       reads.push(r);
     }
@@ -487,7 +483,7 @@ async function backupFileBlocks(
           pendingBytes += data.length;
         }
       });
-      if (buffer.length >= PIECE) spareReads.push(buffer);
+      spareReads.push(buffer); // its blocks are copied into segments: free for the next batch
       bytesRead += batchRead;
       unreported += batchRead;
       if (unreported >= 1024 * 1024) report(); // progress in MiB steps, not a message per block
