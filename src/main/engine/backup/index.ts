@@ -29,6 +29,7 @@ import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../erro
 import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '../workers/index.js';
 import {
   segmentBuffers,
+  sealedBlobOf,
   type BackupFileResult,
   type BackupFileTask,
   type ListDirResult,
@@ -268,16 +269,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       return null;
     };
     /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied). */
-    const storeSegment = async (s: SealedSegment) => {
-      for (let i = 0; i < s.lengths.length; i++)
-        await repo.addSealedBlob(
-          BlobType.Data,
-          Buffer.from(s.ids.buffer, s.ids.byteOffset + 32 * i, 32),
-          Buffer.from(s.data.buffer, s.data.byteOffset + s.offsets[i], s.lengths[i]),
-          s.rawLengths[i],
-          s.compressed[i] === 1,
-        );
-    };
+    const storeSegment = (s: SealedSegment) =>
+      storeBlobs(
+        Array.from(s.lengths, (_, k) => sealedBlobOf(s, k)),
+        false,
+      );
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
     // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
     // 8 MiB (four 2 MiB groups) keeps two workers busy: 24 MiB was no faster in `npm run bench` and held
@@ -365,13 +361,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           batch.forEach((b, i) => {
             const f = r.files[i];
             // the file's blobs, as views of the task's one sealed buffer
-            if (!f.error && f.blobRefs && sealed)
-              f.blobs = f.blobRefs.map((k) => ({
-                id: sealed.ids.subarray(32 * k, 32 * k + 32),
-                sealed: sealed.data.subarray(sealed.offsets[k], sealed.offsets[k] + sealed.lengths[k]),
-                rawLength: sealed.rawLengths[k],
-                compressed: sealed.compressed[k] === 1,
-              }));
+            if (!f.error && f.blobRefs && sealed) f.blobs = f.blobRefs.map((k) => sealedBlobOf(sealed, k));
             b.resolve(f);
           });
         } catch (err) {

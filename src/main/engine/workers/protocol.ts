@@ -124,6 +124,16 @@ export interface SealedSegment extends ChunkSegment {
   compressed: Uint8Array;
 }
 
+/** Blob `k` of a sealed segment, as views of its buffers (nothing is copied). */
+export function sealedBlobOf(s: SealedSegment, k: number): SealedBlobMsg {
+  return {
+    id: s.ids.subarray(32 * k, 32 * k + 32),
+    sealed: s.data.subarray(s.offsets[k], s.offsets[k] + s.lengths[k]),
+    rawLength: s.rawLengths[k],
+    compressed: s.compressed[k] === 1,
+  };
+}
+
 /** The buffers of a segment, to be moved (not copied) to another thread. */
 export function segmentBuffers(s: ChunkSegment | SealedSegment): ArrayBuffer[] {
   const views: ArrayBufferView[] = [s.data, s.ids, s.offsets, s.lengths];
