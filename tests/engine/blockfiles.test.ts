@@ -12,6 +12,8 @@ import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
 import { blockPolicy, fixedBlockSize, MAX_BLOCKS } from '../../src/main/engine/backup/blockFiles.js';
+import { contentCount, contentIds, decodeTree, encodeTree } from '../../src/main/engine/repo/tree.js';
+import type { TreeNode } from '../../src/main/engine/repo/types.js';
 import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -96,7 +98,8 @@ describe('fixed-size blocks for files written in place', () => {
       const first = await backup(repo, { paths: [dir], blockFiles });
       const node0 = (await lookup(repo, first.snapshot, file)).node!;
       expect(node0.blockSize).toBe(B);
-      expect(node0.content).toHaveLength(Math.ceil(oldSize / B));
+      expect(node0.content).toBeUndefined(); // stored as a binary block list
+      expect(contentCount(node0)).toBe(Math.ceil(oldSize / B));
       const fh = await fs.open(file, 'r+');
       const changed = await edit(fh, oldSize, seededRandom(4242));
       await fh.close();
@@ -116,7 +119,7 @@ describe('fixed-size blocks for files written in place', () => {
       const b = (await lookup(repo, fullRead.snapshot, file)).node!;
       expect(a.size).toBe(size);
       expect(a.blockSize).toBe(B);
-      expect(a.content).toEqual(b.content);
+      expect(a.blockIds!.equals(b.blockIds!)).toBe(true);
       expect(fullRead.snapshot.stats.bytesRead).toBe(size);
       expect(withRanges.snapshot.stats.bytesRead).toBe(expectedRead(changed, oldSize, size));
       const out = await tempDir('tm-blocks-out-');
@@ -125,6 +128,108 @@ describe('fixed-size blocks for files written in place', () => {
       expect(restored.equals(await fs.readFile(file))).toBe(true);
     });
   }
+
+  it('stores a block list in binary after the tree JSON, and rejects a tree whose lists do not add up', () => {
+    const ids = (n: number, seed: number) => randomBytes(n * 32, seed);
+    const file = (name: string, extra: Partial<TreeNode>): TreeNode => ({
+      name,
+      type: 'file',
+      mode: 0o644,
+      mtimeNs: '1',
+      size: 3 * B,
+      ...extra,
+    });
+    const tree = {
+      nodes: [
+        file('z.img', { blockSize: B, blockIds: ids(3, 1) }),
+        file('a.txt', { content: ['ab'.repeat(32)] }),
+        file('m.db', { blockSize: B, blockIds: ids(2, 2) }),
+      ],
+    };
+    const buf = encodeTree(tree);
+    const nl = buf.indexOf(0x0a);
+    expect(buf.length - nl - 1).toBe(5 * 32); // both lists, raw
+    expect(JSON.parse(buf.subarray(0, nl).toString()).nodes.map((n: TreeNode) => n.blockIds)).toEqual([
+      undefined,
+      2,
+      3,
+    ]);
+    const back = decodeTree(buf, 'tree');
+    expect(back.nodes.map((n) => n.name)).toEqual(['a.txt', 'm.db', 'z.img']);
+    expect(back.nodes[1].blockIds!.equals(ids(2, 2))).toBe(true);
+    expect(back.nodes[2].blockIds!.equals(ids(3, 1))).toBe(true);
+    expect(contentIds(back.nodes[2])).toEqual(
+      [0, 1, 2].map((i) => ids(3, 1).toString('hex', i * 32, i * 32 + 32)),
+    );
+    expect(encodeTree(back).equals(buf)).toBe(true); // canonical: the same tree keeps its ID
+    // a tree without block lists is JSON alone, as before
+    expect(encodeTree({ nodes: [tree.nodes[1]] }).includes(0x0a)).toBe(false);
+    // lists that do not add up are corrupt, not misread
+    expect(() => decodeTree(Buffer.concat([buf, Buffer.alloc(32)]), 'tree')).toThrow(
+      /bytes after its block lists/,
+    );
+    expect(() => decodeTree(buf.subarray(0, buf.length - 32), 'tree')).toThrow(/invalid block list/);
+    const json = (nodes: object[]) => Buffer.from(JSON.stringify({ nodes }) + '\n' + 'x'.repeat(32));
+    expect(() => decodeTree(json([{ name: 'f', type: 'file', blockIds: 1 }]), 't')).toThrow(
+      /invalid block list/,
+    );
+    expect(() =>
+      decodeTree(json([{ name: 'f', type: 'file', blockSize: B, content: [], blockIds: 1 }]), 't'),
+    ).toThrow(/invalid block list/);
+    expect(() => decodeTree(json([{ name: 'f', type: 'file', blockSize: B, blockIds: 1.5 }]), 't')).toThrow(
+      /invalid block list/,
+    );
+    expect(() => encodeTree({ nodes: [file('f', { blockIds: ids(1, 3) })] })).toThrow(/needs a block size/);
+  });
+
+  it('an incremental whose parent lists the blocks as hex (trees written before binary lists) equals a full read', async () => {
+    const dir = await tempDir('tm-blocks-old-');
+    const file = path.join(dir, 'disk.img');
+    const size = 6 * MiB + 100;
+    await fs.writeFile(file, randomBytes(size, 91));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const first = await backup(repo, { paths: [dir], blockFiles });
+    // rewrite the first snapshot's trees the old way: the block list as hex IDs in `content`
+    const rewrite = async (treeId: string): Promise<string> => {
+      const t = await repo.loadTree(treeId);
+      const nodes: TreeNode[] = [];
+      for (const n of t.nodes) {
+        if (n.type === 'dir') nodes.push({ ...n, subtree: await rewrite(n.subtree!) });
+        else if (n.blockIds) {
+          const { blockIds: _ids, ...rest } = n;
+          nodes.push({ ...rest, content: contentIds(n) });
+        } else nodes.push(n);
+      }
+      return repo.saveTree({ nodes });
+    };
+    const { id: _id, ...snap } = first.snapshot;
+    const oldId = await repo.saveSnapshot({ ...snap, tree: await rewrite(first.snapshot.tree) });
+    await repo.flush();
+    const oldNode = (await lookup(repo, await repo.loadSnapshot(oldId), file)).node!;
+    expect(oldNode.blockIds).toBeUndefined();
+    expect(oldNode.content).toEqual(contentIds((await lookup(repo, first.snapshot, file)).node!));
+
+    const fh = await fs.open(file, 'r+');
+    await fh.write(randomBytes(4096, 92), 0, 4096, 3 * B);
+    await fh.close();
+    const changed = [{ offset: 3 * B, length: 4096 }];
+    const hint = {
+      dirtyDirs: new Set([dir]),
+      cursor: { test: true },
+      changedRanges: new Map([[file, changed]]),
+    };
+    const inc = await backup(repo, { paths: [dir], parent: oldId, blockFiles, changeHint: hint });
+    const full = await backup(repo, { paths: [dir], parent: first.snapshotId, blockFiles });
+    expect(inc.snapshot.stats.bytesRead).toBe(B);
+    const a = (await lookup(repo, inc.snapshot, file)).node!;
+    const b = (await lookup(repo, full.snapshot, file)).node!;
+    expect(a.blockIds!.equals(b.blockIds!)).toBe(true);
+    const out = await tempDir('tm-blocks-old-out-');
+    await restore(repo, { snapshot: inc.snapshotId, target: out });
+    expect(
+      (await fs.readFile(path.join(out, path.relative('/', file)))).equals(await fs.readFile(file)),
+    ).toBe(true);
+  });
 
   it('stores the same blocks sealed on the reading thread or by any worker, compressible or not', async () => {
     // one worker seals a block file's segments itself; with more, segments move to whichever is free
@@ -149,7 +254,7 @@ describe('fixed-size blocks for files written in place', () => {
       const r = await backup(repo, { paths: [dir], blockFiles, workers });
       const node = (await lookup(repo, r.snapshot, file)).node!;
       expect(node.blockSize).toBe(B);
-      lists.push(node.content!);
+      lists.push(contentIds(node));
       // text and zeros are stored compressed (far smaller than the file), random data raw
       expect(r.snapshot.stats.storedBytes).toBeLessThan(original.length * 0.6);
       const out = await tempDir('tm-blocks-seg-out-');
@@ -226,7 +331,7 @@ describe('fixed-size blocks for files written in place', () => {
       expect(shrunk).toBe(true);
       const node = (await lookup(repo, second.snapshot, file)).node!;
       expect(node.size).toBe(2 * MiB + 5);
-      expect(node.content).toHaveLength(Math.ceil((2 * MiB + 5) / B));
+      expect(contentCount(node)).toBe(Math.ceil((2 * MiB + 5) / B));
       expect(second.skipped.map((s) => s.reason).join()).toMatch(/changed while it was being read/);
       const out = await tempDir('tm-blocks-out-');
       await restore(repo, { snapshot: second.snapshotId, target: out });

@@ -5,6 +5,7 @@
  * without touching the repository; this walker is the always-correct fallback.
  */
 import type { SnapshotEntry, Tree, TreeNode } from '../engine/repo/types.js';
+import { contentDigest } from '../engine/repo/tree.js';
 import type { BrowseEntry, EntryType, FileVersion, SearchHit, SnapshotInfo } from '../../shared/api.js';
 import type { RepoHandle } from './services.js';
 import { ApiUsageError } from './errors.js';
@@ -135,7 +136,7 @@ export class TreeWalker {
         prevKey = null;
         continue;
       }
-      const key = `${node.type}:${node.size ?? 0}:${(node.content ?? []).join(',')}:${node.subtree ?? ''}`;
+      const key = `${node.type}:${node.size ?? 0}:${contentDigest(node)}:${node.subtree ?? ''}`;
       out.push({
         snapshotId: snap.id,
         snapshotTime: snap.time,

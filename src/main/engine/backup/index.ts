@@ -42,7 +42,7 @@ import {
   type TaskEvent,
 } from '../workers/protocol.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
-import { nameBytes } from '../repo/tree.js';
+import { blockIdsOf, contentCount, contentIds, hasContent, nameBytes } from '../repo/tree.js';
 import { blockPolicy } from './blockFiles.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
@@ -59,6 +59,27 @@ const sep = Buffer.from(path.sep);
 const join = (dir: Buffer, name: Buffer) =>
   dir.length === 1 && dir[0] === sep[0] ? Buffer.concat([dir, name]) : Buffer.concat([dir, sep, name]);
 const show = (p: Buffer) => p.toString('utf8');
+
+/** A block file's list from the worker's result. After an incremental the worker lists only the blocks
+ *  it read; every other block is the previous snapshot's, so a copy of that list is patched in place. */
+function blockList(r: BackupFileResult, prev: TreeNode | undefined, what: string): Buffer {
+  const got = Buffer.from(r.blockIds!.buffer, r.blockIds!.byteOffset, r.blockIds!.byteLength);
+  if (!r.readBlocks) return got;
+  const ID = 32;
+  const count = r.blockCount!;
+  const prevIds = prev ? blockIdsOf(prev) : undefined;
+  const out = Buffer.allocUnsafe(count * ID);
+  const reused = Math.min(prevIds?.length ?? 0, out.length) / ID; // blocks taken from the previous list
+  prevIds?.copy(out, 0, 0, reused * ID);
+  let beyond = 0; // read blocks past the previous list: together they must cover the rest
+  r.readBlocks.forEach((b, k) => {
+    got.copy(out, b * ID, k * ID, (k + 1) * ID);
+    if (b >= reused) beyond++;
+  });
+  if (got.length !== r.readBlocks.length * ID || beyond !== count - reused)
+    throw new Error(`${what}: the block list does not cover the file (internal error)`);
+  return out;
+}
 
 /** True when an entry's lstat matches the previous snapshot's node in everything a tree records. */
 function sameMetadata(prev: TreeNode, st: EntryStat): boolean {
@@ -392,7 +413,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       const ranges = changedRanges?.get(show(abs));
       if (
         !ranges ||
-        !prev?.content ||
+        !prev ||
+        !hasContent(prev) ||
         prev.type !== 'file' ||
         prev.inode !== node.inode ||
         prev.dev !== node.dev ||
@@ -404,26 +426,28 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         // not change: the parent is a snapshot, so prune keeps them, and it cannot run during a backup.
         // The worker is not sent the previous list: it leaves reused blocks empty and they are filled here.
         const B = node.blockSize;
-        if (prev.content.length !== Math.ceil((prev.size ?? 0) / B)) return undefined;
+        const prevCount = contentCount(prev);
+        if (prevCount !== Math.ceil((prev.size ?? 0) / B)) return undefined;
         const blocks = new Set<number>();
         for (const r of ranges)
           for (let b = Math.floor(r.offset / B); b <= Math.floor((r.offset + r.length - 1) / B); b++) {
             blocks.add(b);
-            if (blocks.size > prev.content.length / 2) {
+            if (blocks.size > prevCount / 2) {
               log(`${show(abs)}: changes touch more than half of its blocks; reading the whole file`);
               return undefined;
             }
           }
         return {
           prevIds: [],
-          prevCount: prev.content.length,
+          prevCount,
           prevSizes: [],
           prevSize: prev.size ?? 0,
           changed: ranges,
         };
       }
+      const prevIds = contentIds(prev);
       const prevSizes: number[] = [];
-      for (const id of prev.content) {
+      for (const id of prevIds) {
         const loc = repo.index.get(id);
         if (!loc) return undefined;
         prevSizes.push(loc.rawLength);
@@ -443,7 +467,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         log(`${show(abs)}: changes touch ${touched} of ${prevSizes.length} chunks; reading the whole file`);
         return undefined;
       }
-      return { prevIds: prev.content, prevSizes, changed: ranges };
+      return { prevIds, prevSizes, changed: ranges };
     };
     const readLarge = async (
       abs: Buffer,
@@ -486,15 +510,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           if (blockSize) node.blockSize = blockSize;
           const inc = incrementalOf(abs, node, prev);
           r = await readLarge(abs, node.size ?? 0, mtimeMs, inc, blockSize);
-          if (r.readBlocks) {
-            // the worker listed only the blocks it read: every other block is the previous snapshot's
-            const prevIds = prev!.content!;
-            const content = prevIds.slice(0, r.blockCount);
-            r.readBlocks.forEach((b, k) => (content[b] = r.content[k]));
-            if (content.length !== r.blockCount || content.includes(undefined as unknown as string))
-              throw new Error(`${show(abs)}: the block list does not cover the file (internal error)`);
-            r.content = content;
-          }
+          if (r.blockIds) node.blockIds = blockList(r, inc ? prev : undefined, show(abs));
           if (inc)
             log(
               `${show(abs)}: block-level tracking: read ${r.bytesRead} of ${node.size ?? 0} bytes (${inc.changed.length} changed ranges)`,
@@ -510,7 +526,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           );
           node.size = r.size;
         }
-        node.content = r.content;
+        if (!node.blockIds) node.content = r.content;
         return node;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
@@ -544,7 +560,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       // An entry whose metadata equals the previous snapshot's is kept as the very same node object,
       // so a directory whose entries are all unchanged keeps its tree without re-encoding it.
       const same = !!prev && sameMetadata(prev, st);
-      if (same && st.type === 'file' && !opts.forceFull && prev!.content) {
+      if (same && st.type === 'file' && !opts.forceFull && hasContent(prev!)) {
         stats.files++;
         stats.totalBytes += st.size;
         stats.filesUnchanged++;
@@ -568,6 +584,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           progress.bytesScanned += node.size ?? 0;
           if (!opts.forceFull && unchangedFile(prev, node)) {
             node.content = prev!.content;
+            node.blockIds = prev!.blockIds;
             stats.files++;
             stats.totalBytes += node.size ?? 0;
             stats.filesUnchanged++;

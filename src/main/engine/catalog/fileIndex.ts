@@ -15,7 +15,7 @@
  * A first index or a rebuild loads without the entries-by-name index and builds it once at the end.
  */
 import type { DB } from './db.js';
-import type { NodeType, Tree } from '../repo/types.js';
+import type { NodeType, Tree, TreeNode } from '../repo/types.js';
 import { AbortedError } from '../errors.js';
 
 /** What the indexer needs from a repository: trees by ID. */
@@ -83,17 +83,20 @@ export function splitPath(p: string): string[] {
   return p.split('/').filter((c) => c.length > 0 && c !== '.');
 }
 
-/** A 53-bit fingerprint of a file's chunk list (not cryptographic: it only tells versions apart). */
-export function contentFingerprint(content: readonly string[] | undefined): number | null {
-  if (!content) return null;
+/** A 53-bit fingerprint of a file's chunk list (not cryptographic: it only tells versions apart). The same
+ *  list gives the same fingerprint whether it is stored as hex IDs or as a binary block list. */
+export function contentFingerprint(node: Pick<TreeNode, 'content' | 'blockIds'>): number | null {
+  const { content, blockIds } = node;
+  if (!content && !blockIds) return null;
   let a = 0x811c9dc5 | 0;
   let b = 0x01000193 | 0;
-  for (const id of content) {
-    const hi = parseInt(id.slice(0, 8), 16) | 0;
-    const lo = parseInt(id.slice(8, 16), 16) | 0;
+  const mix = (hi: number, lo: number) => {
     a = Math.imul(a ^ hi, 0x01000193) ^ (a >>> 15);
     b = Math.imul(b ^ lo, 0x5bd1e995) ^ (b >>> 13);
-  }
+  };
+  if (blockIds)
+    for (let i = 0; i < blockIds.length; i += 32) mix(blockIds.readInt32BE(i), blockIds.readInt32BE(i + 4));
+  else for (const id of content!) mix(parseInt(id.slice(0, 8), 16) | 0, parseInt(id.slice(8, 16), 16) | 0);
   return (a >>> 0) * 2 ** 21 + ((b >>> 0) >>> 11);
 }
 
@@ -435,7 +438,7 @@ export class FileIndex {
         TYPE_CODE.get(node.type) ?? 0,
         node.size ?? null,
         mtimeMs(node.mtimeNs),
-        node.type === 'file' ? contentFingerprint(node.content) : null,
+        node.type === 'file' ? contentFingerprint(node) : null,
         children?.[i] ?? null,
       );
     }

@@ -11,6 +11,7 @@ import type { Repository } from '../repo/repository.js';
 import { mapLimit } from '../repo/repository.js';
 import type { CheckProblem, CheckReport, ProgressSink } from '../operations.js';
 import type { ID, SnapshotEntry } from '../repo/types.js';
+import { contentIds } from '../repo/tree.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
@@ -49,7 +50,7 @@ async function findAffected(
       for (const n of tree.nodes) {
         const child = `${p}/${n.name}`;
         if (n.type === 'dir' && n.subtree) await walk(n.subtree, child);
-        for (const c of n.content ?? []) if (blobs.has(c)) note(c, `${s.id.slice(0, 8)}:${child}`);
+        for (const c of contentIds(n)) if (blobs.has(c)) note(c, `${s.id.slice(0, 8)}:${child}`);
       }
     };
     await walk(s.tree, '');
@@ -135,7 +136,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
       }
       for (const n of tree.nodes) {
         if (n.type === 'dir' && n.subtree) await walk(n.subtree);
-        for (const c of n.content ?? []) {
+        for (const c of contentIds(n)) {
           used.add(c);
           if (!repo.index.has(c)) absent.add(c);
         }

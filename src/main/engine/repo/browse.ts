@@ -6,6 +6,7 @@
 import { minimatch } from 'minimatch';
 import type { Repository } from './repository.js';
 import type { ID, SnapshotEntry, TreeNode } from './types.js';
+import { contentIds } from './tree.js';
 import { NotFoundError } from '../errors.js';
 
 export interface WalkEntry {
@@ -79,7 +80,11 @@ export interface DiffEntry {
 
 function sameContent(a: TreeNode, b: TreeNode): boolean {
   if (a.type !== b.type) return false;
-  if (a.type === 'file') return a.size === b.size && (a.content ?? []).join() === (b.content ?? []).join();
+  if (a.type === 'file') {
+    if (a.size !== b.size) return false;
+    if (a.blockIds && b.blockIds) return a.blockIds.equals(b.blockIds);
+    return contentIds(a).join() === contentIds(b).join();
+  }
   if (a.type === 'symlink') return a.linkTarget === b.linkTarget && a.linkTargetRaw === b.linkTargetRaw;
   return true;
 }

@@ -236,8 +236,8 @@ export class Repository {
     const idBuf = blobId(this.key.id, plain);
     const id = idBuf.toString('hex');
     if (!this.claimBlob(id)) return id;
-    // Large trees (a block file lists up to 256 Ki block IDs) compress at level 1: hex IDs gain almost
-    // nothing from level 3, which would hold the event loop ~4× longer.
+    // Large trees (a block file lists up to 256 Ki block IDs, 8 MiB of random bytes) compress at level 1:
+    // the IDs gain nothing from level 3, which would hold the event loop ~4× longer.
     const level =
       type === BlobType.Tree && plain.length > 1024 * 1024
         ? Math.min(1, this.config.compressionLevel)

@@ -9,6 +9,7 @@
 import type { Repository } from './repository.js';
 import type { ForgetDecision, PruneResult, ProgressSink, RetentionPolicy } from '../operations.js';
 import type { ID, SnapshotEntry } from './types.js';
+import { contentIds } from './tree.js';
 import { applyRetentionPolicy, groupSnapshots, type GroupBy } from '../schedule/retention.js';
 import { CorruptObjectError, AbortedError, TidemarkError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
@@ -75,7 +76,7 @@ export async function usedBlobs(
     });
     for (const n of tree.nodes) {
       if (n.type === 'dir' && n.subtree) await walk(n.subtree);
-      for (const c of n.content ?? []) used.add(c);
+      for (const c of contentIds(n)) used.add(c);
     }
   };
   for (const s of snapshots) await walk(s.tree);

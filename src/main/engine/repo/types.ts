@@ -27,12 +27,18 @@ export interface TreeNode {
   inode?: number;
   dev?: number;
   nlink?: number;
-  /** file: the blob IDs of its chunks, in order. */
+  /** file: the blob IDs of its chunks, in order (a block file has blockIds instead; read either with
+   *  contentIds() / contentCount() from tree.ts). */
   content?: ID[];
   /** file: set when the content was cut into fixed-size blocks of this many bytes (the last one may be
    *  shorter) instead of content-defined chunks — large files that change in place (VM disks, databases),
    *  so that block-level tracking re-reads only the blocks that changed (DESIGN.md §3, level 1). */
   blockSize?: number;
+  /** file with blockSize: the blob IDs of its blocks, 32 raw bytes each, in order. A 2 GiB file has
+   *  256 Ki blocks: as hex in JSON its list took ~70 ms to load and ~75 ms to save on every incremental;
+   *  the tree stores it in binary after its JSON (tree.ts) and an incremental patches a copy in place.
+   *  Trees written before it name a block file's blocks in `content`, which stays valid. */
+  blockIds?: Buffer;
   /** dir: the ID of its tree blob. */
   subtree?: ID;
   /** dir: totals of everything below it (derived from the subtree, so it never breaks the Merkle property). */

@@ -20,7 +20,7 @@ import { mapLimit } from '../repo/repository.js';
 import type { BlobLocation } from '../repo/blobIndex.js';
 import type { Tree, TreeNode } from '../repo/types.js';
 import type { RestoreError, RestoreOptions, RestoreProgress, RestoreResult } from '../operations.js';
-import { nameBytes, isSafeName } from '../repo/tree.js';
+import { nameBytes, isSafeName, contentCount, contentIds } from '../repo/tree.js';
 import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
 import {
   type WorkerPool,
@@ -211,7 +211,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             hardlinks.push({ abs, first, node });
             continue;
           }
-          const f: PlannedFile = { abs, display: childPath, node, remaining: node.content?.length ?? 0 };
+          const f: PlannedFile = { abs, display: childPath, node, remaining: contentCount(node) };
           if (key) inodes.set(key, f);
           files.push(f);
           progress.filesTotal++;
@@ -274,7 +274,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // files are created when first written (or finished, when nothing had to be written)
     for (const f of toWrite) {
       let offset = 0;
-      for (const id of f.node.content ?? []) {
+      for (const id of contentIds(f.node)) {
         const loc = repo.index.get(id);
         if (!loc) {
           fail(f, `blob ${id.slice(0, 12)} is missing from the repository`);
@@ -368,7 +368,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           const items = range.blobs.map((b, i) => {
             const all = uses.get(b.id) ?? [];
             const mine = all.filter(
-              (u) => u.offset === 0 && u.file.node.content?.length === 1 && !u.file.failed && !u.file.created,
+              (u) => u.offset === 0 && contentCount(u.file.node) === 1 && !u.file.failed && !u.file.created,
             );
             whole[i] = mine.map((u) => u.file);
             for (const f of whole[i]) f.created = true; // claimed by the worker

@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { BigIntStats } from 'node:fs';
 import { minimatch } from 'minimatch';
 import type { NodeType, TreeNode } from '../repo/types.js';
+import { hasContent } from '../repo/tree.js';
 import type { ChangeHint } from '../operations.js';
 
 export function nodeTypeOf(st: BigIntStats): NodeType {
@@ -86,7 +87,7 @@ export function unchangedFile(prev: TreeNode | undefined, cur: TreeNode): boolea
   return (
     !!prev &&
     prev.type === 'file' &&
-    prev.content !== undefined &&
+    hasContent(prev) &&
     prev.size === cur.size &&
     prev.mtimeNs === cur.mtimeNs &&
     prev.ctimeNs === cur.ctimeNs &&

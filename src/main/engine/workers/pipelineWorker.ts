@@ -57,6 +57,7 @@ const encKey = Buffer.from(init.encryptionKey);
 const idKey = Buffer.from(init.idKey);
 const cdc = new FastCDC(init.chunker, gearTable(Buffer.from(init.chunkerSeed, 'hex')));
 const READ_BLOCK = Math.max(8 * 1024 * 1024, 2 * init.chunker.max);
+const ID_BYTES = 32;
 
 // Read blocks are reused from file to file: a fresh multi-MiB buffer per file is freed only when this
 // thread's garbage collector gets round to it (its JS heap is tiny, so rarely), and dead buffers pile
@@ -346,13 +347,13 @@ async function backupFileBlocks(
   const B = task.blockSize!;
   const size = task.size;
   const n = Math.ceil(size / B);
-  const content: string[] = new Array<string>(n);
+  const ids = Buffer.allocUnsafeSlow(n * ID_BYTES); // the IDs of the blocks read, at their places
   const need = new Uint8Array(n).fill(1);
   const lens = new Int32Array(n); // bytes of each block read now
   const inc = task.incremental;
   if (inc && inc.prevSize !== undefined) {
     const oldSize = inc.prevSize;
-    const prevCount = inc.prevCount ?? inc.prevIds.length;
+    const prevCount = inc.prevCount ?? 0;
     const whole = Math.floor(Math.min(oldSize, size) / B); // blocks whole in both versions
     for (let i = 0; i < Math.min(whole, prevCount); i++) need[i] = 0;
     if (oldSize === size && n > 0 && n === prevCount) need[n - 1] = 0; // same short last block
@@ -361,8 +362,6 @@ async function backupFileBlocks(
       const last = Math.min(n - 1, Math.floor((r.offset + r.length - 1) / B));
       for (let i = Math.floor(r.offset / B); i <= last; i++) need[i] = 1;
     }
-    // reused blocks: the previous IDs, unless the caller kept them (it is then told which blocks were read)
-    if (inc.prevCount === undefined) for (let i = 0; i < n; i++) if (!need[i]) content[i] = inc.prevIds[i];
   }
   // The blocks to read, as pieces of consecutive blocks of at most PIECE bytes.
   const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);
@@ -473,7 +472,7 @@ async function backupFileBlocks(
           if (!data.length) break;
           const id = blobId(idKey, data);
           const hex = id.toString('hex');
-          content[piece.first + k] = hex;
+          id.copy(ids, (piece.first + k) * ID_BYTES);
           lens[piece.first + k] = data.length;
           if (!current.fits(data.length)) {
             pending.push(current);
@@ -500,16 +499,14 @@ async function backupFileBlocks(
   const after = await fh.stat();
   const changedWhileReading = short || after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
   if (!short) {
-    if (inc?.prevCount === undefined) return { content, bytesRead, size, changedWhileReading, blobs: [] };
+    if (!inc) return { content: [], blockIds: ids, bytesRead, size, changedWhileReading, blobs: [] };
     const readBlocks: number[] = [];
-    const ids: string[] = [];
-    for (let i = 0; i < n; i++)
-      if (need[i]) {
-        readBlocks.push(i);
-        ids.push(content[i]);
-      }
+    for (let i = 0; i < n; i++) if (need[i]) readBlocks.push(i);
+    const readIds = Buffer.allocUnsafeSlow(readBlocks.length * ID_BYTES);
+    readBlocks.forEach((b, k) => ids.copy(readIds, k * ID_BYTES, b * ID_BYTES, (b + 1) * ID_BYTES));
     return {
-      content: ids,
+      content: [],
+      blockIds: readIds,
       readBlocks: Uint32Array.from(readBlocks),
       blockCount: n,
       bytesRead,
@@ -524,14 +521,23 @@ async function backupFileBlocks(
     const again = await backupFileBlocks(taskId, { ...task, size: after.size, incremental: undefined }, fh);
     return { ...again, bytesRead: bytesRead + again.bytesRead, changedWhileReading: true };
   }
-  const out: string[] = [];
   let kept = 0;
-  for (let i = 0; i < n && content[i] !== undefined; i++) {
-    out.push(content[i]);
-    kept += lens[i];
-    if (lens[i] < B) break;
+  let count = 0;
+  for (; count < n && lens[count] > 0; count++) {
+    kept += lens[count];
+    if (lens[count] < B) {
+      count++;
+      break;
+    }
   }
-  return { content: out, bytesRead, size: kept, changedWhileReading: true, blobs: [] };
+  return {
+    content: [],
+    blockIds: ids.subarray(0, count * ID_BYTES),
+    bytesRead,
+    size: kept,
+    changedWhileReading: true,
+    blobs: [],
+  };
 }
 
 /** Asks the main thread which of these chunks the repository lacks (one dedup query for the batch) and
@@ -839,7 +845,9 @@ port.on('message', (msg: ToWorker) => {
   const run = async (): Promise<{ result: unknown; transfer: ArrayBuffer[] }> => {
     if (task.op === 'backupFile') {
       const r = await backupFile(taskId, task);
-      return { result: r, transfer: r.blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
+      const transfer = r.blobs.map((b) => b.sealed.buffer as ArrayBuffer);
+      if (r.blockIds) transfer.push(r.blockIds.buffer as ArrayBuffer); // its own ArrayBuffer (allocUnsafeSlow)
+      return { result: r, transfer };
     }
     if (task.op === 'backupSmallFiles') {
       const r = await backupSmallFiles(taskId, task);

@@ -30,8 +30,8 @@ export interface BackupFileTask {
     prevSizes: number[];
     /** Fixed-size blocks: the previous file size. */
     prevSize?: number;
-    /** Fixed-size blocks: how many blocks the previous version had. prevIds is then left empty and the
-     *  result lists only the blocks read (readBlocks); the caller keeps the previous IDs for the rest. */
+    /** Fixed-size blocks: how many blocks the previous version had. prevIds is left empty and the result
+     *  lists only the blocks read (readBlocks); the caller keeps the previous IDs for the rest. */
     prevCount?: number;
     changed: { offset: number; length: number }[];
   };
@@ -176,11 +176,14 @@ export type TaskEvent =
   | { kind: 'read'; bytes: number }; // progress, no reply
 
 export interface BackupFileResult {
-  /** The file's chunk IDs in order; with readBlocks, only those of the blocks read, in that order. */
+  /** The file's chunk IDs in order (empty for fixed-size blocks: see blockIds). */
   content: string[];
-  /** Fixed-size blocks given incremental.prevCount: the indexes of the blocks read (ascending) and the
-   *  file's block count; every other block is the previous version's (a 2 GiB file has 256 Ki blocks:
-   *  the whole list each way cost ~20 ms on every incremental of it). */
+  /** Fixed-size blocks: their IDs, 32 bytes each, in order; with readBlocks, only those of the blocks
+   *  read, in that order (TreeNode.blockIds). */
+  blockIds?: Uint8Array;
+  /** Fixed-size blocks given incremental: the indexes of the blocks read (ascending) and the file's
+   *  block count; every other block is the previous version's (a 2 GiB file has 256 Ki blocks: the
+   *  whole list each way cost ~20 ms on every incremental of it). */
   readBlocks?: Uint32Array;
   blockCount?: number;
   bytesRead: number;
