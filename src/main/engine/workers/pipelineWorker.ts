@@ -26,7 +26,7 @@ import {
 import { setTimesSync } from '../restore/times.js';
 import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
-import { blobId, open as openSealed, seal, sealInto, OVERHEAD } from '../crypto/index.js';
+import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
 import { readScattered } from '../backup/scatterRead.js';
 import { SourceReader } from '../backup/sourceRead.js';
@@ -795,7 +795,7 @@ function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer
       const idBuf = Buffer.from(it.id, 'hex');
       if (it.offset + it.length > task.buffer.length)
         return { ok: false as const, message: 'the pack is shorter than its index says' };
-      plain = openSealed(encKey, task.buffer.subarray(it.offset, it.offset + it.length), idBuf);
+      plain = openTransient(encKey, task.buffer.subarray(it.offset, it.offset + it.length), idBuf);
       if (it.compressed) plain = decompressTransient(plain, it.rawLength); // used before the next item
       if (!blobId(idKey, plain).equals(idBuf))
         return { ok: false as const, message: 'content does not match its ID' };
