@@ -58,6 +58,39 @@ static Napi::Value SetTimes(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// setTimesFd(fd, atimeNs, mtimeNs): futimens on an open file (no path lookup: a restore sets the times
+// of each file it wrote before closing it).
+static Napi::Value SetTimesFd(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsBigInt() || !info[2].IsBigInt()) {
+    Napi::TypeError::New(env, "setTimesFd(fd: number, atimeNs: bigint, mtimeNs: bigint)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#ifdef _WIN32
+  Napi::Error::New(env, "setTimesFd is not available on Windows").ThrowAsJavaScriptException();
+  return env.Undefined();
+#else
+  bool lossless = true;
+  int64_t ns[2] = {info[1].As<Napi::BigInt>().Int64Value(&lossless), info[2].As<Napi::BigInt>().Int64Value(&lossless)};
+  struct timespec ts[2];
+  for (int i = 0; i < 2; i++) {
+    ts[i].tv_sec = ns[i] / 1000000000LL;
+    ts[i].tv_nsec = ns[i] % 1000000000LL;
+    if (ts[i].tv_nsec < 0) {
+      ts[i].tv_nsec += 1000000000LL;
+      ts[i].tv_sec -= 1;
+    }
+  }
+  if (futimens(info[0].As<Napi::Number>().Int32Value(), ts) != 0) {
+    int e = errno;
+    Napi::Error err = Napi::Error::New(env, std::string("futimens: ") + strerror(e));
+    err.Set("errno", Napi::Number::New(env, e));
+    err.ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+#endif
+}
+
 #ifndef _WIN32
 // Reads piece i (offsets[i], lengths[i]) into target at the sum of the lengths before it; resolves with a
 // Uint32Array of the bytes read per piece (short at end of file), or rejects with the first error.
@@ -200,6 +233,7 @@ static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setTimes", Napi::Function::New(env, SetTimes));
+  exports.Set("setTimesFd", Napi::Function::New(env, SetTimesFd));
   exports.Set("readScattered", Napi::Function::New(env, ReadScattered));
   return exports;
 }

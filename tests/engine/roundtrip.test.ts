@@ -33,6 +33,10 @@ describe('metadata and content round-trip', () => {
       'text.log': 'line of compressible text\n'.repeat(50_000),
       'exec.sh': { file: '#!/bin/sh\necho hi\n', mode: 0o755 },
       'private.key': { file: 'secret', mode: 0o600, mtime: OLD },
+      // permission bits the umask would strip, special bits, read-only: created with their mode or given it
+      'group-writable.txt': { file: 'shared', mode: 0o666 },
+      'setuid.bin': { file: 'runs as its owner', mode: 0o4755 },
+      'read-only.txt': { file: 'do not edit', mode: 0o444 },
       'setgid-dir': { dir: { 'x.txt': 'x' }, mode: 0o2750 },
       'owned.txt': { file: 'owned by 1234', ...(isRoot ? { uid: 1234, gid: 4321 } : {}) },
       'link-rel': { symlink: 'hello.txt' },
@@ -87,7 +91,7 @@ describe('metadata and content round-trip', () => {
     expect(sp.size).toBe(64 * 1024 * 1024);
     expect(sp.blocks * 512).toBeLessThan(16 * 1024 * 1024);
     // mtime survives to the nanosecond (native utimensat; the fallback is exact to about a microsecond)
-    for (const name of ['hello.txt', 'random.bin', 'link-rel', 'nested']) {
+    for (const name of ['hello.txt', 'random.bin', 'link-rel', 'nested', 'read-only.txt', 'setuid.bin']) {
       const want = (await fs.lstat(path.join(src, name), { bigint: true })).mtimeNs;
       const got = (await fs.lstat(path.join(target, name), { bigint: true })).mtimeNs;
       if (nanosecondTimes) expect(got).toBe(want);

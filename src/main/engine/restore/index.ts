@@ -232,7 +232,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     const knownDirs = new Set<string>();
     const madeDirs = new Set<string>(); // created by this run: nothing in them is in the way
     await ensureDir(target, target, knownDirs, madeDirs);
-    for (const d of dirs) await ensureDir(d.abs, target, knownDirs, madeDirs);
+    // level by level (a folder's parents are made before it), up to 16 at a time within a level
+    const levels: PlannedDir[][] = [];
+    for (const d of dirs) (levels[d.depth] ??= []).push(d);
+    for (const level of levels)
+      if (level) await mapLimit(level, 16, (d) => ensureDir(d.abs, target, knownDirs, madeDirs));
 
     // ---- decide per existing file ----------------------------------------------------------
     const toWrite: PlannedFile[] = [];
@@ -523,6 +527,22 @@ async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>, made: Se
   const check = async (p: string) => {
     if (known.has(p)) return;
     const pb = Buffer.from(p, 'latin1');
+    if (made.has(path.dirname(p))) {
+      // in a folder this run made (mode 0700 until the end): nothing can be in the way, nobody else can
+      // put anything there, so one mkdir does (an EEXIST — the same folder named twice — goes the long way)
+      const createdNow = await fs.mkdir(pb, { mode: 0o700 }).then(
+        () => true,
+        (err) => {
+          if (err.code !== 'EEXIST') throw err;
+          return false;
+        },
+      );
+      if (createdNow) {
+        made.add(p);
+        known.add(p);
+        return;
+      }
+    }
     const st = await fs.lstat(pb).catch((err) => {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;

@@ -4,11 +4,12 @@
  * is used when it was built; otherwise fs.utimes/lutimes (precise to about a microsecond).
  */
 import fs from 'node:fs/promises';
-import { lutimesSync } from 'node:fs';
+import { futimesSync, lutimesSync } from 'node:fs';
 import { loadNativeAddon } from '../native.js';
 
 interface FsMeta {
   setTimes(path: Buffer, atimeNs: bigint, mtimeNs: bigint, noFollow: boolean): void;
+  setTimesFd?(fd: number, atimeNs: bigint, mtimeNs: bigint): void;
 }
 
 const addon =
@@ -17,6 +18,16 @@ const addon =
     : loadNativeAddon<FsMeta>('fsmeta', 'tidemark_fsmeta');
 
 export const nanosecondTimes = !!addon;
+
+/** Synchronous, on an open file (worker threads, before closing a file they wrote): sets mtime and atime. */
+export function setTimesFdSync(fd: number, mtimeNs: string): void {
+  if (addon?.setTimesFd) {
+    addon.setTimesFd(fd, BigInt(mtimeNs), BigInt(mtimeNs));
+    return;
+  }
+  const sec = Number(BigInt(mtimeNs) / 1000n) / 1e6;
+  futimesSync(fd, sec, sec);
+}
 
 /** Synchronous form for worker threads: sets mtime (and atime) without following a final symlink. */
 export function setTimesSync(p: Buffer, mtimeNs: string): void {
