@@ -30,6 +30,7 @@ export class BlobIndex {
   private count = 0;
   private readonly packNames: string[] = [];
   private readonly packNumbers = new Map<string, number>();
+  private readonly packEnds: number[] = []; // per pack: where its last indexed blob ends
 
   get size(): number {
     return this.count;
@@ -97,7 +98,9 @@ export class BlobIndex {
       p = this.packNames.length;
       this.packNames.push(loc.pack);
       this.packNumbers.set(loc.pack, p);
+      this.packEnds.push(0);
     }
+    this.packEnds[p] = Math.max(this.packEnds[p], loc.offset + loc.length);
     this.packRef[e] = p;
     this.offsets[e] = loc.offset;
     this.lengths[e] = loc.length;
@@ -135,6 +138,12 @@ export class BlobIndex {
     for (let e = 0; e < this.count; e++) {
       yield [Buffer.from(this.ids.subarray(e * 32, e * 32 + 32)).toString('hex'), this.location(e)];
     }
+  }
+
+  /** The bytes of a pack its indexed blobs span (from its start), or undefined for an unknown pack. */
+  packExtent(pack: string): number | undefined {
+    const p = this.packNumbers.get(pack);
+    return p === undefined ? undefined : this.packEnds[p];
   }
 
   packs(): string[] {

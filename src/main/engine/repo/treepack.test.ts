@@ -1,0 +1,68 @@
+import { describe, it, expect } from 'vitest';
+import { MemoryBackend } from '../backend/memory/index.js';
+import { Repository } from './repository.js';
+import type { ObjectType } from '../backend/types.js';
+import type { TreeNode } from './types.js';
+
+/** A memory backend that records every read of a data pack (offset, length). */
+class CountingBackend extends MemoryBackend {
+  reads: { offset: number; length?: number }[] = [];
+  corruptAt: number | undefined;
+  override async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
+    if (type === 'data') this.reads.push({ offset, length });
+    const b = await super.load(type, name, offset, length);
+    if (
+      type === 'data' &&
+      this.corruptAt !== undefined &&
+      this.corruptAt >= offset &&
+      this.corruptAt < offset + b.length
+    )
+      b[this.corruptAt - offset] ^= 1;
+    return b;
+  }
+}
+
+const tree = (i: number) => ({
+  nodes: [
+    {
+      name: `file-${i}.txt`,
+      type: 'file',
+      mode: 0o644,
+      mtimeNs: String(i),
+      size: i,
+      content: [],
+    } as TreeNode,
+  ],
+});
+
+describe('trees read from their pack', () => {
+  it('reads a pack of trees whole from the fourth tree on, and serves the rest from it', async () => {
+    const backend = new CountingBackend();
+    const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
+    const ids: string[] = [];
+    for (let i = 0; i < 50; i++) ids.push(await writer.saveTree(tree(i)));
+    await writer.flush();
+    const repo = await Repository.open(backend, 'pw'); // no trees cached
+    backend.reads = [];
+    for (let i = 0; i < 50; i++) expect((await repo.loadTree(ids[i])).nodes[0].name).toBe(`file-${i}.txt`);
+    expect(backend.reads.length).toBe(4); // three trees alone, then the pack's blobs in one read
+    expect(backend.reads[3].offset).toBe(0);
+    expect(backend.reads.slice(0, 3).every((r) => r.length! < 200)).toBe(true);
+  });
+
+  it('reports a damaged tree as before and still reads its neighbours', async () => {
+    const backend = new CountingBackend();
+    const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push(await writer.saveTree(tree(i)));
+    await writer.flush();
+    const repo = await Repository.open(backend, 'pw');
+    await repo.loadIndex();
+    const loc = repo.index.get(ids[7])!;
+    backend.corruptAt = loc.offset + 20; // inside tree 7, which is read from the whole pack
+    for (let i = 0; i < 10; i++)
+      if (i === 7) await expect(repo.loadTree(ids[i])).rejects.toThrow(/damaged/);
+      else expect((await repo.loadTree(ids[i])).nodes[0].size).toBe(i);
+    expect(backend.reads.length).toBe(4);
+  });
+});
