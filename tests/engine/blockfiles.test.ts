@@ -264,6 +264,45 @@ describe('fixed-size blocks for files written in place', () => {
     expect(lists[0]).toEqual(lists[1]);
   });
 
+  it('reads the same blocks past the page cache, through it, and through it after a refused direct read', async () => {
+    // The temp folder is on a local disk's filesystem here, so block files are read with O_DIRECT; the
+    // same file is read with direct I/O off, and with every direct read refused by the kernel (EINVAL:
+    // the test hook hands it an unaligned buffer), which must go on through the page cache.
+    const dir = await tempDir('tm-blocks-direct-');
+    const file = path.join(dir, 'vm.img');
+    const data = randomBytes(9 * MiB + 1234, 55); // a short last block: the direct read asks for 4 KiB units
+    await fs.writeFile(file, data);
+    const keyed = new MemoryBackend();
+    await Repository.init(keyed, 'pw', { kdf: { N: 1024 } });
+    const lists: Buffer[] = [];
+    const envs = [{}, { TIDEMARK_NO_DIRECT_IO: '1' }, { TIDEMARK_TEST_UNALIGNED_READS: '1' }];
+    for (const [i, env] of envs.entries()) {
+      const saved = { ...process.env };
+      Object.assign(process.env, env); // read by the worker threads, which start with this backup
+      try {
+        const mem = new MemoryBackend();
+        await mem.init();
+        for (const type of ['config', 'keys'] as const)
+          for await (const o of keyed.list(type))
+            await mem.save(type, o.name, await keyed.load(type, o.name));
+        const repo = await Repository.open(mem, 'pw');
+        // another number of workers each time: a pool of its own, whose threads start with this environment
+        const r = await backup(repo, { paths: [dir], blockFiles, workers: i + 1 });
+        expect(r.skipped).toEqual([]);
+        expect(r.snapshot.stats.bytesRead).toBe(data.length);
+        lists.push((await lookup(repo, r.snapshot, file)).node!.blockIds!);
+        const out = await tempDir('tm-blocks-direct-out-');
+        await restore(repo, { snapshot: r.snapshotId, target: out });
+        expect((await fs.readFile(path.join(out, path.relative('/', file)))).equals(data)).toBe(true);
+      } finally {
+        for (const k of Object.keys(env)) delete process.env[k];
+        Object.assign(process.env, saved);
+      }
+    }
+    expect(lists[1].equals(lists[0])).toBe(true);
+    expect(lists[2].equals(lists[0])).toBe(true);
+  });
+
   it('reads a file whole when its block size changed, and chunks files no pattern matches', async () => {
     const dir = await tempDir('tm-blocks-');
     const file = path.join(dir, 'data.sqlite');
