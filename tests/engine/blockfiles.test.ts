@@ -303,6 +303,35 @@ describe('fixed-size blocks for files written in place', () => {
     expect(lists[2].equals(lists[0])).toBe(true);
   });
 
+  it('keeps the block list of an unchanged block file whose device number changed, without reading it', async () => {
+    // A disk that comes back under another device number (a remount, a USB disk) changes no file's
+    // size, times or inode: its files are reused unread, but their tree nodes are written anew.
+    const dir = await tempDir('tm-blocks-dev-');
+    const file = path.join(dir, 'disk.qcow2');
+    await fs.writeFile(file, randomBytes(5 * MiB + 3, 71));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const first = await backup(repo, { paths: [dir], blockFiles });
+    const rewrite = async (treeId: string): Promise<string> => {
+      const t = await repo.loadTree(treeId);
+      const nodes: TreeNode[] = [];
+      for (const n of t.nodes)
+        nodes.push(
+          n.type === 'dir' ? { ...n, subtree: await rewrite(n.subtree!) } : { ...n, dev: (n.dev ?? 0) + 1 },
+        );
+      return repo.saveTree({ nodes });
+    };
+    const { id: _id, ...snap } = first.snapshot;
+    const parent = await repo.saveSnapshot({ ...snap, tree: await rewrite(first.snapshot.tree) });
+    await repo.flush();
+    const second = await backup(repo, { paths: [dir], parent, blockFiles });
+    expect(second.status).toBe('completed');
+    expect(second.snapshot.stats.bytesRead).toBe(0);
+    const a = (await lookup(repo, first.snapshot, file)).node!;
+    const b = (await lookup(repo, second.snapshot, file)).node!;
+    expect(b.blockSize).toBe(B);
+    expect(b.blockIds!.equals(a.blockIds!)).toBe(true);
+  });
+
   it('reads a file whole when its block size changed, and chunks files no pattern matches', async () => {
     const dir = await tempDir('tm-blocks-');
     const file = path.join(dir, 'data.sqlite');

@@ -584,7 +584,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           progress.bytesScanned += node.size ?? 0;
           if (!opts.forceFull && unchangedFile(prev, node)) {
             node.content = prev!.content;
-            node.blockIds = prev!.blockIds;
+            node.blockIds = prev!.blockIds; // a block file's list goes with its block size
+            node.blockSize = prev!.blockSize;
             stats.files++;
             stats.totalBytes += node.size ?? 0;
             stats.filesUnchanged++;
