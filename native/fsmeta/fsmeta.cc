@@ -4,6 +4,8 @@
 // in flight. Node's fs reads go to the libuv pool one at a time: each submission wakes a pool thread,
 // which on two cores preempts the JavaScript thread issuing them, so thousands of small random reads
 // (the changed blocks of a large file) spent more time being scheduled than the disk took to serve them.
+// readFiles does the same for many small files (open, read, fstat, close each), so a backup's batch of
+// small files is read with several reads in flight instead of one synchronous read at a time.
 #include <napi.h>
 #ifndef _WIN32
 #include <fcntl.h>
@@ -184,6 +186,147 @@ class ScatterRead : public Napi::AsyncWorker {
 };
 #endif
 
+#ifndef _WIN32
+// Reads whole files: file i (paths[i], NUL-terminated in one buffer) into target at the sum of
+// (limits[j]) for j < i, at most limits[i] bytes. Resolves with a Float64Array of three numbers per file:
+// bytes read (or -errno when it could not be opened or read), its size and mtime (ms, with fraction) by
+// fstat after reading. One file's failure is its own result, never the batch's.
+class ReadFiles : public Napi::AsyncWorker {
+ public:
+  ReadFiles(Napi::Env env, std::vector<std::string> paths, std::vector<uint32_t> limits,
+            Napi::Buffer<uint8_t> target, int depth)
+      : Napi::AsyncWorker(env),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        paths_(std::move(paths)),
+        limits_(std::move(limits)),
+        data_(target.Data()),
+        depth_(depth),
+        out_(paths_.size() * 3, 0) {
+    target_ = Napi::Persistent(target);
+    size_t pos = 0;
+    for (uint32_t len : limits_) {
+      starts_.push_back(pos);
+      pos += len;
+    }
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    size_t want = std::min<size_t>(depth_ < 1 ? 1 : depth_, paths_.size());
+    std::vector<pthread_t> threads;
+    for (size_t k = 1; k < want; k++) {
+      pthread_t t;
+      if (pthread_create(&t, nullptr, &ReadFiles::Run, this) == 0) threads.push_back(t);
+    }
+    Run(this);
+    for (pthread_t t : threads) pthread_join(t, nullptr);
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    auto out = Napi::Float64Array::New(env, out_.size());
+    for (size_t i = 0; i < out_.size(); i++) out[i] = out_[i];
+    deferred_.Resolve(out);
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  static void* Run(void* arg) {
+    auto* self = static_cast<ReadFiles*>(arg);
+    size_t n = self->paths_.size();
+    for (;;) {
+      size_t i = self->next_.fetch_add(1);
+      if (i >= n) break;
+      double* r = &self->out_[i * 3];
+      int fd;
+      do fd = open(self->paths_[i].c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      while (fd < 0 && errno == EINTR);
+      if (fd < 0) {
+        r[0] = -errno;
+        continue;
+      }
+      size_t len = self->limits_[i], got = 0;
+      int err = 0;
+      while (got < len) {
+        ssize_t k = read(fd, self->data_ + self->starts_[i] + got, len - got);
+        if (k < 0) {
+          if (errno == EINTR) continue;
+          err = errno;
+          break;
+        }
+        if (k == 0) break;
+        got += static_cast<size_t>(k);
+      }
+      struct stat st;
+      if (!err && fstat(fd, &st) != 0) err = errno;
+      close(fd);
+      if (err) {
+        r[0] = -err;
+        continue;
+      }
+      r[0] = static_cast<double>(got);
+      r[1] = static_cast<double>(st.st_size);
+      r[2] = static_cast<double>(st.st_mtim.tv_sec) * 1000.0 + static_cast<double>(st.st_mtim.tv_nsec) / 1e6;
+    }
+    return nullptr;
+  }
+
+  Napi::Promise::Deferred deferred_;
+  std::vector<std::string> paths_;
+  std::vector<uint32_t> limits_;
+  std::vector<size_t> starts_;
+  uint8_t* data_;
+  int depth_;
+  std::vector<double> out_;
+  Napi::Reference<Napi::Buffer<uint8_t>> target_;
+  std::atomic<size_t> next_{0};
+};
+#endif
+
+// readFiles(paths: Buffer (NUL-terminated, concatenated), limits: Uint32Array, target: Buffer, depth)
+//   → Promise<Float64Array>
+static Napi::Value ReadFilesFn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsBuffer() || !info[1].IsTypedArray() || !info[2].IsBuffer() ||
+      !info[3].IsNumber()) {
+    Napi::TypeError::New(env, "readFiles(paths: Buffer, limits: Uint32Array, target: Buffer, depth)")
+        .ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#ifdef _WIN32
+  Napi::Error::New(env, "readFiles is not available on Windows").ThrowAsJavaScriptException();
+  return env.Undefined();
+#else
+  auto buf = info[0].As<Napi::Buffer<char>>();
+  std::vector<std::string> paths;
+  size_t from = 0;
+  for (size_t i = 0; i < buf.Length(); i++)
+    if (buf.Data()[i] == '\0') {
+      paths.emplace_back(buf.Data() + from, i - from);
+      from = i + 1;
+    }
+  auto lens = info[1].As<Napi::TypedArray>();
+  if (lens.TypedArrayType() != napi_uint32_array || lens.ElementLength() != paths.size() || from != buf.Length()) {
+    Napi::TypeError::New(env, "paths must be NUL-terminated and limits a Uint32Array with one length per path")
+        .ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto l = lens.As<Napi::Uint32Array>();
+  std::vector<uint32_t> limits(l.Data(), l.Data() + l.ElementLength());
+  auto target = info[2].As<Napi::Buffer<uint8_t>>();
+  size_t total = 0;
+  for (uint32_t x : limits) total += x;
+  if (total > target.Length()) {
+    Napi::RangeError::New(env, "target is smaller than the sum of the limits").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int depth = info[3].As<Napi::Number>().Int32Value();
+  auto* w = new ReadFiles(env, std::move(paths), std::move(limits), target, depth > 64 ? 64 : depth);
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+#endif
+}
+
 // readScattered(fd, offsets: Float64Array, lengths: Uint32Array, target: Buffer, depth) → Promise<Uint32Array>
 static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -235,6 +378,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setTimes", Napi::Function::New(env, SetTimes));
   exports.Set("setTimesFd", Napi::Function::New(env, SetTimesFd));
   exports.Set("readScattered", Napi::Function::New(env, ReadScattered));
+  exports.Set("readFiles", Napi::Function::New(env, ReadFilesFn));
   return exports;
 }
 

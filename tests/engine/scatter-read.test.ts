@@ -9,7 +9,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { nativeScatteredReads, readScattered, type Piece } from '../../src/main/engine/backup/scatterRead.js';
+import {
+  nativeScatteredReads,
+  readFiles,
+  readScattered,
+  type Piece,
+} from '../../src/main/engine/backup/scatterRead.js';
 
 function fixture() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-scatter-'));
@@ -82,6 +87,49 @@ for (const mode of modes) {
       } finally {
         fs.closeSync(fd);
         f.done();
+      }
+    });
+
+    it('reads whole files into their places, each with its own result, however many are in flight', async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-readfiles-'));
+      try {
+        const datas = Array.from({ length: 300 }, (_, i) => randomBytes((i * 7919) % 70_000));
+        const paths = datas.map((d, i) => {
+          const p = path.join(dir, `f${i}`);
+          fs.writeFileSync(p, d);
+          return p;
+        });
+        fs.symlinkSync(paths[0], path.join(dir, 'link'));
+        const names = [...paths, path.join(dir, 'missing'), path.join(dir, 'link'), dir];
+        // one byte more than each file's size; the last file is 10 bytes longer than expected
+        const limits = [...datas.map((d) => d.length + 1), 10, 10, 10];
+        limits[299] -= 11;
+        for (const depth of [1, 8, 32]) {
+          const { buffer, files } = await readFiles(
+            names.map((n) => Buffer.from(n)),
+            limits,
+            depth,
+            { native: mode.native },
+          );
+          expect(files).toHaveLength(names.length);
+          let start = 0;
+          datas.forEach((d, i) => {
+            const r = files[i];
+            expect(r.start).toBe(start);
+            if (r.error) throw new Error(r.error.message);
+            const want = Math.min(d.length, limits[i]);
+            expect(r.n).toBe(want);
+            expect(buffer.subarray(r.start, r.start + r.n).equals(d.subarray(0, want))).toBe(true);
+            expect(r.size).toBe(d.length);
+            expect(r.mtimeMs).toBeCloseTo(fs.statSync(paths[i]).mtimeMs, 3);
+            start += limits[i];
+          });
+          // a missing file, a symlink (never followed) and a folder fail on their own
+          expect(files.slice(300).map((r) => r.error?.code)).toEqual(['ENOENT', 'ELOOP', 'EISDIR']);
+          expect(files[300].error!.message).toMatch(/^ENOENT: no such file or directory, open '.*missing'$/);
+        }
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
       }
     });
 

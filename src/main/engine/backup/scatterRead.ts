@@ -12,9 +12,11 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
+import util from 'node:util';
 import { loadNativeAddon } from '../native.js';
 
 interface FsIo {
+  readFiles?(paths: Buffer, limits: Uint32Array, target: Buffer, depth: number): Promise<Float64Array>;
   readScattered(
     fd: number,
     offsets: Float64Array,
@@ -99,6 +101,75 @@ export async function readScattered(
   await Promise.all(Array.from({ length: Math.max(1, Math.min(depth, pieces.length)) }, reader));
   return { buffer, got };
 }
+
+/** One file read by readFiles: its bytes are buffer[start, start + n). */
+export type FileRead =
+  | { start: number; n: number; size: number; mtimeMs: number; error?: undefined }
+  | { start: number; error: { message: string; code?: string } };
+
+/**
+ * Reads whole (small) files, each into one buffer at the sum of the limits before it, at most `limit`
+ * bytes (its expected size + 1 shows that it grew), and fstat()s each after reading. The native addon
+ * keeps `depth` files in flight on threads of its own: a backup's small files were read one synchronous
+ * open/read/close at a time per worker, two reads in flight on a two-core PC, and a cold read of the
+ * bench dataset's 30,000 small files waits on the disk (1.66 s at two at a time, 0.90 s at 32). Without
+ * the addon (Windows, not built) the same is done synchronously, one file after another.
+ */
+export async function readFiles(
+  paths: Uint8Array[],
+  limits: number[],
+  depth: number,
+  opts: { native?: boolean } = {},
+): Promise<{ buffer: Buffer; files: FileRead[] }> {
+  let total = 0;
+  for (const l of limits) total += l;
+  const buffer = Buffer.allocUnsafeSlow(Math.max(1, total));
+  const files: FileRead[] = [];
+  const useNative = (opts.native ?? true) && !!addon?.readFiles;
+  if (useNative && !paths.some((p) => p.includes(0))) {
+    const joined = Buffer.concat(paths.flatMap((p) => [p, NUL]));
+    const r = await addon!.readFiles!(joined, Uint32Array.from(limits), buffer, depth);
+    let start = 0;
+    paths.forEach((p, i) => {
+      const n = r[3 * i];
+      if (n < 0) {
+        const [code, text] = errnoMap.get(n) ?? [undefined, `error ${-n}`];
+        const message = `${code ?? 'EIO'}: ${text}, open '${Buffer.from(p).toString()}'`;
+        files.push({ start, error: { message, code } });
+      } else files.push({ start, n, size: r[3 * i + 1], mtimeMs: r[3 * i + 2] });
+      start += limits[i];
+    });
+    return { buffer, files };
+  }
+  let start = 0;
+  paths.forEach((p, i) => {
+    let fd = -1;
+    try {
+      fd = fs.openSync(
+        Buffer.from(p.buffer, p.byteOffset, p.byteLength),
+        fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW,
+      );
+      let n = 0;
+      for (;;) {
+        const r = fs.readSync(fd, buffer, start + n, limits[i] - n, null);
+        if (r === 0 || (n += r) === limits[i]) break;
+      }
+      const st = fs.fstatSync(fd);
+      files.push({ start, n, size: st.size, mtimeMs: st.mtimeMs });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      files.push({ start, error: { message: e.message, code: e.code } });
+    } finally {
+      if (fd >= 0) fs.closeSync(fd);
+    }
+    start += limits[i];
+  });
+  return { buffer, files };
+}
+
+const NUL = Buffer.alloc(1);
+/** -errno → [code, message], as Node names them. */
+const errnoMap = new Map([...util.getSystemErrorMap()].map(([k, v]) => [k, v]));
 
 function codeOf(errno: number | undefined): string | undefined {
   if (!errno) return undefined;
