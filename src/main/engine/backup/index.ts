@@ -192,21 +192,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   let pool: WorkerPool | undefined;
   let succeeded = false;
   try {
-    await repo.loadIndex(true); // pick up what other writers added
-    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
-    const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
-    const scanMode = hint
-      ? { mode: opts.changeHint?.changedRanges?.size ? 'blocks' : 'journal' }
-      : {
-          mode: 'full-scan',
-          reason: opts.forceFull
-            ? 'full backup requested'
-            : !parent
-              ? 'no previous snapshot'
-              : (opts.fullScanReason ?? 'no change journal'),
-        };
-    if (scanMode.reason && opts.changeHint === undefined && opts.fullScanReason)
-      log(`full scan: ${opts.fullScanReason}`);
+    // the worker threads start (~30–50 ms each, more on a busy PC) while the index and the previous
+    // snapshot load: an incremental's first read waits for them
     const workers = opts.workers ?? defaultWorkerCount();
     const cfg = repo.config;
     pool = acquirePool(
@@ -224,6 +211,21 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       },
       workers,
     );
+    await repo.loadIndex(true); // pick up what other writers added
+    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
+    const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
+    const scanMode = hint
+      ? { mode: opts.changeHint?.changedRanges?.size ? 'blocks' : 'journal' }
+      : {
+          mode: 'full-scan',
+          reason: opts.forceFull
+            ? 'full backup requested'
+            : !parent
+              ? 'no previous snapshot'
+              : (opts.fullScanReason ?? 'no change journal'),
+        };
+    if (scanMode.reason && opts.changeHint === undefined && opts.fullScanReason)
+      log(`full scan: ${opts.fullScanReason}`);
     progress.phase = 'scanning';
 
     const skip = (p: string, err: unknown, reason?: string) => {
