@@ -67,7 +67,9 @@ async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Pr
   child.stderr.on('data', (d) => (stderr += d));
   const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? -1)));
   if (code !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')} failed (${code}): ${stderr.slice(-2000)}`);
-  const [wall, user, sys, rss] = (await fs.readFile(timeFile, 'utf8'))
+  const timing = await fs.readFile(timeFile, 'utf8');
+  await fs.rm(timeFile, { force: true });
+  const [wall, user, sys, rss] = timing
     .trim()
     .split('\n')
     .pop()!
@@ -77,6 +79,7 @@ async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Pr
   try {
     stats = JSON.parse(await fs.readFile(statsFile, 'utf8'));
   } catch {}
+  await fs.rm(statsFile, { force: true });
   return { wall, cpuPct: ((user + sys) / wall) * 100, peakRssMiB: rss / 1024, stdout, stats };
 }
 
