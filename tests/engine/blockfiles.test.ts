@@ -182,6 +182,37 @@ describe('fixed-size blocks for files written in place', () => {
     expect(() => encodeTree({ nodes: [file('f', { blockIds: ids(1, 3) })] })).toThrow(/needs a block size/);
   });
 
+  it('stores a tree that is mostly a block list without compressing it, other trees compressed', async () => {
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const list = randomBytes(64 * 1024 * 32, 81); // 64 Ki blocks
+    const block = await repo.saveTree({
+      nodes: [
+        {
+          name: 'vm.img',
+          type: 'file',
+          mode: 0o644,
+          mtimeNs: '1',
+          size: 64 * 1024 * B,
+          blockSize: B,
+          blockIds: list,
+        },
+      ],
+    });
+    const text = await repo.saveTree({
+      nodes: Array.from({ length: 5000 }, (_, i) => ({
+        name: `file-${i}.txt`,
+        type: 'file' as const,
+        mode: 0o644,
+        mtimeNs: String(i),
+        size: i,
+      })),
+    });
+    await repo.flush();
+    expect(repo.index.get(block)!.compressed).toBe(false);
+    expect(repo.index.get(text)!.compressed).toBe(true);
+    expect((await repo.loadTree(block)).nodes[0].blockIds!.equals(list)).toBe(true);
+  });
+
   it('an incremental whose parent lists the blocks as hex (trees written before binary lists) equals a full read', async () => {
     const dir = await tempDir('tm-blocks-old-');
     const file = path.join(dir, 'disk.img');
