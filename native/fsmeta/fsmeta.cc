@@ -94,6 +94,31 @@ static Napi::Value SetTimesFd(const Napi::CallbackInfo& info) {
 }
 
 #ifndef _WIN32
+// Where each piece starts in the target buffer: right after the ones before it.
+static std::vector<size_t> StartsOf(const std::vector<uint32_t>& lengths) {
+  std::vector<size_t> starts;
+  size_t pos = 0;
+  for (uint32_t len : lengths) {
+    starts.push_back(pos);
+    pos += len;
+  }
+  return starts;
+}
+
+// Runs `run(arg)` on up to `depth` threads (this one included) for `n` items; returns when all are done.
+static void OnThreads(int depth, size_t n, void* (*run)(void*), void* arg) {
+  size_t want = std::min<size_t>(depth < 1 ? 1 : depth, n);
+  std::vector<pthread_t> threads;
+  for (size_t k = 1; k < want; k++) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, run, arg) == 0) threads.push_back(t);
+  }
+  run(arg);  // this thread works too (and alone when no thread could be started)
+  for (pthread_t t : threads) pthread_join(t, nullptr);
+}
+#endif
+
+#ifndef _WIN32
 // Reads piece i (offsets[i], lengths[i]) into target at the sum of the lengths before it; resolves with a
 // Uint32Array of the bytes read per piece (short at end of file), or rejects with the first error.
 class ScatterRead : public Napi::AsyncWorker {
@@ -105,28 +130,16 @@ class ScatterRead : public Napi::AsyncWorker {
         fd_(fd),
         offsets_(std::move(offsets)),
         lengths_(std::move(lengths)),
+        starts_(StartsOf(lengths_)),
         data_(target.Data()),
         depth_(depth),
         got_(lengths_.size(), 0) {
     target_ = Napi::Persistent(target);
-    size_t pos = 0;
-    for (uint32_t len : lengths_) {
-      starts_.push_back(pos);
-      pos += len;
-    }
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    size_t n = lengths_.size();
-    size_t want = std::min<size_t>(depth_ < 1 ? 1 : depth_, n);
-    std::vector<pthread_t> threads;
-    for (size_t k = 1; k < want; k++) {
-      pthread_t t;
-      if (pthread_create(&t, nullptr, &ScatterRead::Run, this) == 0) threads.push_back(t);
-    }
-    Run(this);  // this thread reads too (and alone when no thread could be started)
-    for (pthread_t t : threads) pthread_join(t, nullptr);
+    OnThreads(depth_, lengths_.size(), &ScatterRead::Run, this);
     int e = error_.load();
     if (e) {
       errno_ = e;
@@ -199,28 +212,15 @@ class ReadFiles : public Napi::AsyncWorker {
         deferred_(Napi::Promise::Deferred::New(env)),
         paths_(std::move(paths)),
         limits_(std::move(limits)),
+        starts_(StartsOf(limits_)),
         data_(target.Data()),
         depth_(depth),
         out_(paths_.size() * 3, 0) {
     target_ = Napi::Persistent(target);
-    size_t pos = 0;
-    for (uint32_t len : limits_) {
-      starts_.push_back(pos);
-      pos += len;
-    }
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
-  void Execute() override {
-    size_t want = std::min<size_t>(depth_ < 1 ? 1 : depth_, paths_.size());
-    std::vector<pthread_t> threads;
-    for (size_t k = 1; k < want; k++) {
-      pthread_t t;
-      if (pthread_create(&t, nullptr, &ReadFiles::Run, this) == 0) threads.push_back(t);
-    }
-    Run(this);
-    for (pthread_t t : threads) pthread_join(t, nullptr);
-  }
+  void Execute() override { OnThreads(depth_, paths_.size(), &ReadFiles::Run, this); }
   void OnOK() override {
     Napi::Env env = Env();
     auto out = Napi::Float64Array::New(env, out_.size());

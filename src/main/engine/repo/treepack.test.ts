@@ -35,15 +35,22 @@ const tree = (i: number) => ({
   ],
 });
 
+/** `count` trees written into one pack, and the repository opened afresh (no trees cached). */
+async function treesInOnePack(count: number) {
+  const backend = new CountingBackend();
+  const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) ids.push(await writer.saveTree(tree(i)));
+  await writer.flush();
+  const repo = await Repository.open(backend, 'pw');
+  await repo.loadIndex();
+  backend.reads = [];
+  return { backend, repo, ids };
+}
+
 describe('trees read from their pack', () => {
   it('reads a pack of trees whole from the fourth tree on, and serves the rest from it', async () => {
-    const backend = new CountingBackend();
-    const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
-    const ids: string[] = [];
-    for (let i = 0; i < 50; i++) ids.push(await writer.saveTree(tree(i)));
-    await writer.flush();
-    const repo = await Repository.open(backend, 'pw'); // no trees cached
-    backend.reads = [];
+    const { backend, repo, ids } = await treesInOnePack(50);
     for (let i = 0; i < 50; i++) expect((await repo.loadTree(ids[i])).nodes[0].name).toBe(`file-${i}.txt`);
     expect(backend.reads.length).toBe(4); // three trees alone, then the pack's blobs in one read
     expect(backend.reads[3].offset).toBe(0);
@@ -51,13 +58,7 @@ describe('trees read from their pack', () => {
   });
 
   it('reports a damaged tree as before and still reads its neighbours', async () => {
-    const backend = new CountingBackend();
-    const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
-    const ids: string[] = [];
-    for (let i = 0; i < 10; i++) ids.push(await writer.saveTree(tree(i)));
-    await writer.flush();
-    const repo = await Repository.open(backend, 'pw');
-    await repo.loadIndex();
+    const { backend, repo, ids } = await treesInOnePack(10);
     const loc = repo.index.get(ids[7])!;
     backend.corruptAt = loc.offset + 20; // inside tree 7, which is read from the whole pack
     for (let i = 0; i < 10; i++)
