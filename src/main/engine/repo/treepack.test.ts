@@ -67,3 +67,28 @@ describe('trees read from their pack', () => {
     expect(backend.reads.length).toBe(4);
   });
 });
+
+describe('the trees a repository keeps loaded', () => {
+  it('are bounded by their entries, not their number', async () => {
+    const backend = new CountingBackend();
+    const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
+    const big = (tag: string) => ({
+      nodes: Array.from(
+        { length: 60_000 },
+        (_, i) => ({ name: `${tag}-${i}`, type: 'file', mode: 0o644, mtimeNs: '1', size: i }) as TreeNode,
+      ),
+    });
+    const a = await writer.saveTree(big('a'));
+    const b = await writer.saveTree(big('b'));
+    await writer.flush();
+    const repo = await Repository.open(backend, 'pw');
+    await repo.loadIndex();
+    backend.reads = [];
+    await repo.loadTree(a);
+    await repo.loadTree(b); // 120,000 entries: more than are kept, so a goes
+    await repo.loadTree(b);
+    expect(backend.reads.length).toBe(2); // b was kept
+    await repo.loadTree(a);
+    expect(backend.reads.length).toBe(3); // a was not
+  });
+});
