@@ -4,7 +4,7 @@
  * is used when it was built; otherwise fs.utimes/lutimes (precise to about a microsecond).
  */
 import fs from 'node:fs/promises';
-import { futimesSync, lutimesSync } from 'node:fs';
+import { futimesSync } from 'node:fs';
 import { loadNativeAddon } from '../native.js';
 
 interface FsMeta {
@@ -27,16 +27,6 @@ export function setTimesFdSync(fd: number, mtimeNs: string): void {
   }
   const sec = Number(BigInt(mtimeNs) / 1000n) / 1e6;
   futimesSync(fd, sec, sec);
-}
-
-/** Synchronous form for worker threads: sets mtime (and atime) without following a final symlink. */
-export function setTimesSync(p: Buffer, mtimeNs: string): void {
-  if (addon) {
-    addon.setTimes(p, BigInt(mtimeNs), BigInt(mtimeNs), true);
-    return;
-  }
-  const sec = Number(BigInt(mtimeNs) / 1000n) / 1e6;
-  lutimesSync(p, sec, sec);
 }
 
 /** Sets atime and mtime (nanoseconds since the epoch, as decimal strings); never follows a final symlink when noFollow. */
