@@ -4,22 +4,17 @@
  * changed byte, another blob's ID as associated data, or another key. The native half is skipped, with
  * the reason, when the addon was not built.
  */
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import crypto from 'node:crypto';
+import { importWithEnv } from '../helpers/env.js';
 
 type CryptoModule = typeof import('../../src/main/engine/crypto/index.js');
 
-async function load(native: boolean): Promise<CryptoModule> {
-  vi.resetModules();
-  const before = process.env.TIDEMARK_NO_NATIVE_AEAD;
-  process.env.TIDEMARK_NO_NATIVE_AEAD = native ? '0' : '1';
-  try {
-    return await import('../../src/main/engine/crypto/index.js');
-  } finally {
-    if (before === undefined) delete process.env.TIDEMARK_NO_NATIVE_AEAD;
-    else process.env.TIDEMARK_NO_NATIVE_AEAD = before;
-  }
-}
+const load = (native: boolean): Promise<CryptoModule> =>
+  importWithEnv(
+    { TIDEMARK_NO_NATIVE_AEAD: native ? '0' : '1' },
+    () => import('../../src/main/engine/crypto/index.js'),
+  );
 
 /** The format, sealed and opened by Node's crypto directly: nonce(12) | ciphertext | tag(16). */
 function referenceSeal(key: Buffer, plain: Buffer, aad?: Buffer): Buffer {

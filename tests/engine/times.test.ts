@@ -4,24 +4,19 @@
  * Node's futimes where the addon is missing. The native half is skipped, with the reason, when the addon
  * was not built.
  */
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { importWithEnv } from '../helpers/env.js';
 
 type TimesModule = typeof import('../../src/main/engine/restore/times.js');
 
-async function load(native: boolean): Promise<TimesModule> {
-  vi.resetModules();
-  const before = process.env.TIDEMARK_NO_NATIVE_TIMES;
-  process.env.TIDEMARK_NO_NATIVE_TIMES = native ? '0' : '1';
-  try {
-    return await import('../../src/main/engine/restore/times.js');
-  } finally {
-    if (before === undefined) delete process.env.TIDEMARK_NO_NATIVE_TIMES;
-    else process.env.TIDEMARK_NO_NATIVE_TIMES = before;
-  }
-}
+const load = (native: boolean): Promise<TimesModule> =>
+  importWithEnv(
+    { TIDEMARK_NO_NATIVE_TIMES: native ? '0' : '1' },
+    () => import('../../src/main/engine/restore/times.js'),
+  );
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-times-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
