@@ -27,8 +27,8 @@ import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
 import { readFiles, readScattered, type Piece } from '../backup/scatterRead.js';
-import { DIRECT_READ_MIN_BYTES, SourceReader } from '../backup/sourceRead.js';
-import { ALIGN, O_DIRECT, directIoFilesystem, giveAligned, takeAligned } from '../aligned.js';
+import { BlockSource, SourceReader } from '../backup/sourceRead.js';
+import { ALIGN } from '../aligned.js';
 import type {
   BackupFileResult,
   BackupFileTask,
@@ -328,68 +328,6 @@ async function backupFileRanges(
   const after = await fh.stat();
   const changedWhileReading = after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
   return { content, bytesRead, size, changedWhileReading, blobs: [] };
-}
-
-/**
- * The file a block file's blocks are read from. Past the page cache (O_DIRECT into aligned buffers, see
- * ../aligned.ts) where the file is large and on a local disk's filesystem: a first backup of a 40 GB VM
- * disk read through the cache would push the user's working set out of memory, and reading 1% of a
- * 2 GiB file's pages cost 37–53 ms of system time direct vs ~71 ms through the cache (`npm run
- * bench:cbt`). Through the cache elsewhere, when no aligned memory can be had, or after a direct read
- * was refused (EINVAL).
- */
-class BlockSource {
-  private readonly aligned = new Set<Buffer>();
-  private constructor(
-    public fh: fs.FileHandle,
-    public direct: boolean,
-    private readonly path: Buffer,
-  ) {}
-
-  static async open(path: Buffer, size: number): Promise<BlockSource> {
-    const flags = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW;
-    if (O_DIRECT !== undefined && size >= DIRECT_READ_MIN_BYTES && (await directIoFilesystem(path))) {
-      try {
-        return new BlockSource(await fs.open(path, flags | O_DIRECT), true, path);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
-      }
-    }
-    return new BlockSource(await fs.open(path, flags), false, path);
-  }
-
-  /** A buffer to read a batch into: aligned while reads are direct. */
-  readBuffer(size: number): Buffer {
-    if (this.direct && process.env.TIDEMARK_TEST_UNALIGNED_READS === '1') {
-      // tests: an odd address, which the kernel refuses direct reads into (EINVAL) — the way some
-      // filesystems refuse direct reads of files they opened for direct I/O
-      return Buffer.allocUnsafeSlow(size + 1).subarray(1);
-    }
-    if (this.direct) {
-      const b = takeAligned(size);
-      if (b) {
-        this.aligned.add(b);
-        return b;
-      }
-    }
-    return Buffer.allocUnsafeSlow(size);
-  }
-
-  giveBuffer(b: Buffer): void {
-    if (this.aligned.delete(b)) giveAligned(b);
-  }
-
-  /** Goes on through the page cache (the filesystem refused a direct read). */
-  async toBuffered(): Promise<void> {
-    const fresh = await fs.open(this.path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    await this.fh.close().catch(() => {});
-    this.fh = fresh;
-    this.direct = false;
-  }
-
-  close(): Promise<void> {
-    return this.fh.close();
-  }
 }
 
 /**
