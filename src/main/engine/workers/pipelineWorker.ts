@@ -680,82 +680,61 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
 }
 
 /** Small files: read in one call per batch, several in flight (backup/scatterRead.ts, readFiles), then
- *  hashed and sealed together; another task of this worker computes while a batch is being read. */
-function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFilesResult> {
-  return (async () => {
-    const out: SmallFileResult[] = [];
-    // every file's chunks are sealed together at the end, into one buffer (see ChunkSegment)
-    const chunks: Uint8Array[] = [];
-    const ids: Buffer[] = [];
-    const add = (id: Buffer, data: Uint8Array) => {
-      ids.push(id);
-      chunks.push(data);
-      return chunks.length - 1;
-    };
-    // one byte more than expected shows that a file grew
-    const { buffer, files } = await readFiles(
-      task.files.map((f) => f.path),
-      task.files.map((f) => f.size + 1),
-      8,
-    );
-    let readTotal = 0;
-    for (const r of files) if (!r.error) readTotal += r.n;
-    await throttle(readTotal);
-    task.files.forEach((f, i) => {
-      const r = files[i];
-      if (r.error) {
-        out.push({ error: r.error });
-        return;
-      }
-      const n = r.n;
-      const data = buffer.subarray(r.start, r.start + n);
-      const changed = n !== f.size || r.size !== n || Math.abs(r.mtimeMs - f.mtimeMs) > 0.001;
-      if (n === 0) out.push({ content: [], bytesRead: 0, size: 0, changedWhileReading: changed, blobs: [] });
-      else if (n > init.chunker.min) {
-        // grew past one chunk while we looked: chunk it properly
-        const lens = cdc.chunkAll(data);
-        const content: string[] = [];
-        const blobRefs: number[] = [];
-        let off = 0;
-        for (const len of lens) {
-          const id = blobId(idKey, data.subarray(off, off + len));
-          content.push(id.toString('hex'));
-          blobRefs.push(add(id, data.subarray(off, off + len)));
-          off += len;
-        }
-        out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs: [], blobRefs });
-      } else {
-        const id = blobId(idKey, data);
-        out.push({
-          content: [id.toString('hex')],
-          bytesRead: n,
-          size: n,
-          changedWhileReading: changed,
-          blobs: [],
-          blobRefs: [add(id, data)],
-        });
-      }
-    });
-    if (readTotal) tell(taskId, { kind: 'read', bytes: readTotal });
-    if (!chunks.length) return { files: out };
-    let total = 0;
-    for (const c of chunks) total += c.length;
-    const segment: ChunkSegment = {
-      data: Buffer.allocUnsafeSlow(total),
-      ids: new Uint8Array(32 * chunks.length),
-      offsets: new Uint32Array(chunks.length),
-      lengths: new Uint32Array(chunks.length),
-    };
-    let pos = 0;
-    chunks.forEach((c, i) => {
-      segment.data.set(c, pos);
-      segment.ids.set(ids[i], 32 * i);
-      segment.offsets[i] = pos;
-      segment.lengths[i] = c.length;
-      pos += c.length;
-    });
-    return { files: out, sealed: sealSegment(segment) };
-  })();
+ *  hashed and sealed together straight from the buffer they were read into; another task of this worker
+ *  computes while a batch is being read. */
+async function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFilesResult> {
+  // one byte more than expected shows that a file grew
+  const { buffer, files } = await readFiles(
+    task.files.map((f) => f.path),
+    task.files.map((f) => f.size + 1),
+    8,
+  );
+  let readTotal = 0;
+  for (const r of files) if (!r.error) readTotal += r.n;
+  await throttle(readTotal);
+  const out: SmallFileResult[] = [];
+  // every file's chunks, as places in `buffer`, sealed together into one buffer (see ChunkSegment)
+  const ids: Buffer[] = [];
+  const offsets: number[] = [];
+  const lengths: number[] = [];
+  const add = (id: Buffer, offset: number, length: number) => {
+    ids.push(id);
+    offsets.push(offset);
+    lengths.push(length);
+    return ids.length - 1;
+  };
+  task.files.forEach((f, i) => {
+    const r = files[i];
+    if (r.error) {
+      out.push({ error: r.error });
+      return;
+    }
+    const n = r.n;
+    const changed = n !== f.size || r.size !== n || Math.abs(r.mtimeMs - f.mtimeMs) > 0.001;
+    // a file that grew past one chunk while we looked is chunked properly
+    const lens =
+      n === 0 ? [] : n > init.chunker.min ? cdc.chunkAll(buffer.subarray(r.start, r.start + n)) : [n];
+    const content: string[] = [];
+    const blobRefs: number[] = [];
+    let off = r.start;
+    for (const len of lens) {
+      const id = blobId(idKey, buffer.subarray(off, off + len));
+      content.push(id.toString('hex'));
+      blobRefs.push(add(id, off, len));
+      off += len;
+    }
+    out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs: [], blobRefs });
+  });
+  if (readTotal) tell(taskId, { kind: 'read', bytes: readTotal });
+  if (!ids.length) return { files: out };
+  const segment: ChunkSegment = {
+    data: buffer,
+    ids: new Uint8Array(32 * ids.length),
+    offsets: Uint32Array.from(offsets),
+    lengths: Uint32Array.from(lengths),
+  };
+  ids.forEach((id, k) => segment.ids.set(id, 32 * k));
+  return { files: out, sealed: sealSegment(segment) };
 }
 
 function listDir(task: ListDirTask): ListDirResult {
@@ -782,9 +761,9 @@ function listDir(task: ListDirTask): ListDirResult {
 
 const ZEROS = Buffer.alloc(init.chunker.max);
 
-/** Writes a whole restored file (one blob) with synchronous calls; an all-zero file stays sparse. */
 const UMASK = process.umask(); // reading it is allowed in a worker (setting it is not)
 
+/** Writes a whole restored file (one blob) with synchronous calls; an all-zero file stays sparse. */
 function writeWholeFile(w: FileWrite, plain: Buffer, chown: boolean): void {
   const p = Buffer.from(w.path);
   // Created with its permission bits (a file the restore creates: O_EXCL), so no fchmod is needed when
