@@ -242,13 +242,17 @@ export class Repository {
   }
 
   /** Compresses, seals and stores a blob from its plaintext (main-thread path for trees and small data). */
-  async saveBlob(type: BlobType, plain: Buffer, level = this.config.compressionLevel): Promise<string> {
+  async saveBlob(type: BlobType, plain: Buffer): Promise<string> {
     const idBuf = blobId(this.key.id, plain);
     const id = idBuf.toString('hex');
     if (!this.claimBlob(id)) return id;
-    // large trees compress at level 1: they are mostly IDs, which gain nothing from level 3, and level 3
-    // would hold the event loop ~4× longer
-    if (type === BlobType.Tree && plain.length > 1024 * 1024) level = Math.min(1, level);
+    // Large trees (a block file's list of up to 256 Ki IDs) compress at level 1: random IDs gain nothing
+    // from level 3, which would hold the event loop ~4× longer. They are not stored raw untried: a mostly
+    // empty VM disk lists the same zero-block ID over and over, which compresses a thousandfold.
+    const level =
+      type === BlobType.Tree && plain.length > 1024 * 1024
+        ? Math.min(1, this.config.compressionLevel)
+        : this.config.compressionLevel;
     const c = maybeCompress(plain, level);
     await this.addSealedBlob(type, idBuf, sealBlob(this.key, idBuf, c.data), plain.length, c.compressed);
     return id;
@@ -426,12 +430,7 @@ export class Repository {
   }
 
   saveTree(tree: Tree): Promise<ID> {
-    const encoded = encodeTree(tree);
-    // A tree that is mostly a block list (random 32-byte IDs) is stored without trying to compress it:
-    // 5–8 ms of zstd on every incremental of a 2 GiB block file, for nothing.
-    let listed = 0;
-    for (const n of tree.nodes) listed += n.blockIds?.length ?? 0;
-    return this.saveBlob(BlobType.Tree, encoded, listed > encoded.length * 0.9 ? 0 : undefined);
+    return this.saveBlob(BlobType.Tree, encodeTree(tree));
   }
 
   // ---- snapshots --------------------------------------------------------------------------
