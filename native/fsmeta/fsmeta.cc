@@ -1,7 +1,7 @@
 // File system calls Node does not offer: set access/modification times in nanoseconds (utimensat),
 // optionally without following a symlink (synchronous, one syscall); and read many scattered pieces of
 // a file in one asynchronous call (readScattered), with threads of its own keeping up to `depth` reads
-// in flight. Node's fs reads go to the libuv pool one at a time: each submission wakes a pool thread,
+// in flight, or on Linux for a file opened with O_DIRECT with the kernel's AIO (all in flight at once). Node's fs reads go to the libuv pool one at a time: each submission wakes a pool thread,
 // which on two cores preempts the JavaScript thread issuing them, so thousands of small random reads
 // (the changed blocks of a large file) spent more time being scheduled than the disk took to serve them.
 // readFiles does the same for many small files (open, read, fstat, close each), so a backup's batch of
@@ -14,9 +14,14 @@
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+#endif
+#ifdef __linux__
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
 #endif
 
 static Napi::Value SetTimes(const Napi::CallbackInfo& info) {
@@ -124,7 +129,7 @@ static void OnThreads(int depth, size_t n, void* (*run)(void*), void* arg) {
 class ScatterRead : public Napi::AsyncWorker {
  public:
   ScatterRead(Napi::Env env, int fd, std::vector<double> offsets, std::vector<uint32_t> lengths,
-              Napi::Buffer<uint8_t> target, int depth)
+              Napi::Buffer<uint8_t> target, int depth, bool aio)
       : Napi::AsyncWorker(env),
         deferred_(Napi::Promise::Deferred::New(env)),
         fd_(fd),
@@ -133,13 +138,15 @@ class ScatterRead : public Napi::AsyncWorker {
         starts_(StartsOf(lengths_)),
         data_(target.Data()),
         depth_(depth),
+        aio_(aio),
         got_(lengths_.size(), 0) {
     target_ = Napi::Persistent(target);
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    OnThreads(depth_, lengths_.size(), &ScatterRead::Run, this);
+    usedAio_ = ReadAio();
+    if (!usedAio_) OnThreads(depth_, lengths_.size(), &ScatterRead::Run, this);
     int e = error_.load();
     if (e) {
       errno_ = e;
@@ -150,7 +157,10 @@ class ScatterRead : public Napi::AsyncWorker {
     Napi::Env env = Env();
     auto out = Napi::Uint32Array::New(env, got_.size());
     for (size_t i = 0; i < got_.size(); i++) out[i] = got_[i];
-    deferred_.Resolve(out);
+    auto result = Napi::Object::New(env);
+    result.Set("got", out);
+    result.Set("aio", Napi::Boolean::New(env, usedAio_));
+    deferred_.Resolve(result);
   }
   void OnError(const Napi::Error& e) override {
     Napi::Error err = Napi::Error::New(Env(), e.Message());
@@ -159,6 +169,130 @@ class ScatterRead : public Napi::AsyncWorker {
   }
 
  private:
+#ifdef __linux__
+  // A file opened with O_DIRECT is read with the kernel's asynchronous I/O instead: up to kAioDepth pieces
+  // submitted in one io_submit call and reaped as they complete, all on this one thread. Threads blocking
+  // in pread cost two context switches per piece and a thread start per `depth` pieces: bench:cbt's
+  // incremental (5,200 scattered 8 KiB blocks) spent 96-135 ms of system time with them, 54-81 with AIO.
+  // Without O_DIRECT the kernel would do the reads inside io_submit, one after the other, so such files
+  // keep the threads. Returns false (nothing read) where the kernel offers no AIO context or refuses the
+  // first submission; the threads then do it all. A piece AIO returns short is finished with pread, as
+  // the threads do (at the end of the file that read returns 0).
+  bool ReadAio() {
+    if (!aio_) return false;
+    int fl = fcntl(fd_, F_GETFL);
+    size_t n = lengths_.size();
+    if (fl < 0 || !(fl & O_DIRECT) || n == 0) return false;
+    aio_context_t ctx = Context();
+    if (!ctx) return false;
+    const size_t window = n < kAioDepth ? n : kAioDepth;
+    std::vector<struct iocb> cbs(window);
+    std::vector<size_t> slotPiece(window);
+    std::vector<struct iocb*> ready;
+    std::vector<size_t> freeSlots;
+    for (size_t k = window; k > 0; k--) freeSlots.push_back(k - 1);
+    struct io_event events[kAioDepth];
+    size_t next = 0, inflight = 0;
+    bool anyDone = false;
+    while (next < n || inflight > 0) {
+      ready.clear();
+      while (next < n && !freeSlots.empty() && !error_.load()) {
+        size_t slot = freeSlots.back();
+        freeSlots.pop_back();
+        struct iocb& cb = cbs[slot];
+        memset(&cb, 0, sizeof cb);
+        cb.aio_lio_opcode = IOCB_CMD_PREAD;
+        cb.aio_fildes = static_cast<uint32_t>(fd_);
+        cb.aio_buf = reinterpret_cast<uint64_t>(data_ + starts_[next]);
+        cb.aio_nbytes = lengths_[next];
+        cb.aio_offset = static_cast<int64_t>(offsets_[next]);
+        cb.aio_data = slot;
+        slotPiece[slot] = next++;
+        ready.push_back(&cb);
+      }
+      size_t sent = 0;
+      while (sent < ready.size()) {
+        long r = syscall(SYS_io_submit, ctx, static_cast<long>(ready.size() - sent), ready.data() + sent);
+        if (r > 0) {
+          sent += static_cast<size_t>(r);
+          inflight += static_cast<size_t>(r);
+          anyDone = true;
+          continue;
+        }
+        int e = r < 0 ? errno : EAGAIN;
+        if (e == EINTR) continue;
+        if (e == EAGAIN && inflight > 0) break;  // the queue is full: reap, then submit the rest
+        if (!anyDone && inflight == 0) return false;  // AIO refused outright: the threads read it all
+        int expected = 0;
+        error_.compare_exchange_strong(expected, e);
+        break;
+      }
+      // pieces prepared but not submitted go back (their slots free, `next` back to the first of them)
+      if (sent < ready.size()) {
+        next = slotPiece[ready[sent]->aio_data];
+        for (size_t k = sent; k < ready.size(); k++) freeSlots.push_back(ready[k]->aio_data);
+        if (error_.load()) next = n;  // stop submitting; drain what is in flight
+      }
+      if (inflight == 0) break;
+      long got = syscall(SYS_io_getevents, ctx, 1L, static_cast<long>(inflight), events, nullptr);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        // cannot reap: nothing else is safe to do with buffers the kernel may still fill
+        abort();
+      }
+      for (long k = 0; k < got; k++) {
+        size_t slot = static_cast<size_t>(events[k].data);
+        size_t i = slotPiece[slot];
+        freeSlots.push_back(slot);
+        inflight--;
+        long long res = static_cast<long long>(events[k].res);
+        if (res < 0) {
+          int expected = 0;
+          error_.compare_exchange_strong(expected, static_cast<int>(-res));
+          continue;
+        }
+        got_[i] = static_cast<uint32_t>(res);
+      }
+    }
+    // A short piece (end of file, or a rare partial read) is finished with plain reads, like the threads do.
+    for (size_t i = 0; i < n && !error_.load(); i++) {
+      size_t len = lengths_[i];
+      size_t have = got_[i];
+      if (have == 0 || have >= len) continue;
+      while (have < len) {
+        ssize_t r = pread(fd_, data_ + starts_[i] + have, len - have,
+                          static_cast<off_t>(offsets_[i]) + static_cast<off_t>(have));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+          int expected = 0;
+          error_.compare_exchange_strong(expected, errno);
+          break;
+        }
+        if (r == 0) break;
+        have += static_cast<size_t>(r);
+      }
+      got_[i] = static_cast<uint32_t>(have);
+    }
+    return true;
+  }
+
+  static constexpr size_t kAioDepth = 128;
+
+  // One AIO context per thread of the libuv pool, set up on first use and kept (io_destroy waits for the
+  // kernel's RCU grace period); 0 when the kernel has none to give (the threads read instead).
+  static aio_context_t Context() {
+    static thread_local aio_context_t ctx = 0;
+    static thread_local bool tried = false;
+    if (!tried) {
+      tried = true;
+      if (syscall(SYS_io_setup, static_cast<long>(kAioDepth), &ctx) != 0) ctx = 0;
+    }
+    return ctx;
+  }
+#else
+  bool ReadAio() { return false; }
+#endif
+
   static void* Run(void* arg) {
     auto* self = static_cast<ScatterRead*>(arg);
     size_t n = self->lengths_.size();
@@ -191,6 +325,8 @@ class ScatterRead : public Napi::AsyncWorker {
   std::vector<size_t> starts_;
   uint8_t* data_;
   int depth_;
+  bool aio_;
+  bool usedAio_ = false;
   std::vector<uint32_t> got_;
   Napi::Reference<Napi::Buffer<uint8_t>> target_;
   std::atomic<size_t> next_{0};
@@ -327,12 +463,13 @@ static Napi::Value ReadFilesFn(const Napi::CallbackInfo& info) {
 #endif
 }
 
-// readScattered(fd, offsets: Float64Array, lengths: Uint32Array, target: Buffer, depth) → Promise<Uint32Array>
+// readScattered(fd, offsets: Float64Array, lengths: Uint32Array, target: Buffer, depth, aio: boolean)
+//   → Promise<{ got: Uint32Array, aio: boolean }> (aio: whether the kernel's AIO read it, not threads)
 static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 5 || !info[0].IsNumber() || !info[1].IsTypedArray() || !info[2].IsTypedArray() ||
-      !info[3].IsBuffer() || !info[4].IsNumber()) {
-    Napi::TypeError::New(env, "readScattered(fd, offsets: Float64Array, lengths: Uint32Array, target: Buffer, depth)")
+  if (info.Length() < 6 || !info[0].IsNumber() || !info[1].IsTypedArray() || !info[2].IsTypedArray() ||
+      !info[3].IsBuffer() || !info[4].IsNumber() || !info[5].IsBoolean()) {
+    Napi::TypeError::New(env, "readScattered(fd, offsets: Float64Array, lengths: Uint32Array, target: Buffer, depth, aio: boolean)")
         .ThrowAsJavaScriptException();
     return env.Undefined();
   }
@@ -367,7 +504,8 @@ static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
   }
   int depth = info[4].As<Napi::Number>().Int32Value();
   auto* w = new ScatterRead(env, info[0].As<Napi::Number>().Int32Value(), std::move(offsets),
-                            std::move(lengths), target, depth > 64 ? 64 : depth);
+                            std::move(lengths), target, depth > 64 ? 64 : depth,
+                            info[5].As<Napi::Boolean>().Value());
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -4,7 +4,7 @@
  * report a failed read with its error code. The native half is skipped, with the reason, when the addon
  * was not built.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,7 @@ import {
   readScattered,
   type Piece,
 } from '../../src/main/engine/backup/scatterRead.js';
+import { directIoFilesystem, giveAligned, O_DIRECT, takeAligned } from '../../src/main/engine/aligned.js';
 
 function fixture() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-scatter-'));
@@ -149,3 +150,84 @@ for (const mode of modes) {
     });
   });
 }
+
+/** A folder on a filesystem that reads O_DIRECT files past the page cache, or why there is none. */
+async function directIoDir(): Promise<{ dir?: string; why?: string }> {
+  if (!nativeScatteredReads) return { why: 'native/fsmeta was not built (or Windows)' };
+  if (O_DIRECT === undefined) return { why: 'no O_DIRECT on this platform' };
+  for (const base of [os.tmpdir(), process.cwd()])
+    if (await directIoFilesystem(base)) return { dir: fs.mkdtempSync(path.join(base, 'tm-aio-')) };
+  return { why: `neither ${os.tmpdir()} nor ${process.cwd()} is on a filesystem with direct I/O` };
+}
+
+const direct = await directIoDir();
+describe.skipIf(!direct.dir)(
+  `scattered reads of a direct-I/O file: AIO and threads${direct.why ? ` (skipped: ${direct.why})` : ''}`,
+  () => {
+    afterAll(() => {
+      if (direct.dir) fs.rmSync(direct.dir, { recursive: true, force: true });
+    });
+
+    it('reads every piece into its place with the kernel AIO, more pieces than one AIO window holds, and the same as the threads do', async () => {
+      const file = path.join(direct.dir!, 'f.bin');
+      const data = randomBytes(3 * 1024 * 1024 + 777);
+      fs.writeFileSync(file, data);
+      const fd = fs.openSync(file, fs.constants.O_RDONLY | O_DIRECT!);
+      const into = takeAligned(4 * 1024 * 1024);
+      if (!into) throw new Error('no aligned memory');
+      try {
+        // 300 aligned 8 KiB pieces out of order, a 1 MiB piece, the short last 4 KiB unit, one past the end
+        const units = Math.floor(data.length / 4096);
+        const pieces: Piece[] = Array.from({ length: 300 }, () => ({
+          offset: 4096 * Math.floor(Math.random() * (units - 2)),
+          length: 8192,
+        }));
+        pieces.push(
+          { offset: 4096, length: 1 << 20 },
+          { offset: units * 4096, length: 4096 },
+          { offset: (units + 2) * 4096, length: 4096 },
+        );
+        const results = [];
+        for (const aio of [true, false]) {
+          const r = await readScattered(fd, pieces, 24, { into, aio });
+          expect(r.via).toBe(aio ? 'aio' : 'threads');
+          let pos = 0;
+          pieces.forEach((p, i) => {
+            const want = Math.max(0, Math.min(p.length, data.length - p.offset));
+            expect(r.got[i]).toBe(want);
+            expect(r.buffer.subarray(pos, pos + want).equals(data.subarray(p.offset, p.offset + want))).toBe(
+              true,
+            );
+            pos += p.length;
+          });
+          results.push(Buffer.from(r.buffer.subarray(0, pos)));
+        }
+        expect(results[0].equals(results[1])).toBe(true);
+      } finally {
+        giveAligned(into);
+        fs.closeSync(fd);
+      }
+    });
+
+    it('rejects a piece the kernel refuses for direct I/O with EINVAL, with AIO and with threads', async () => {
+      const file = path.join(direct.dir!, 'g.bin');
+      fs.writeFileSync(file, randomBytes(1 << 20));
+      const fd = fs.openSync(file, fs.constants.O_RDONLY | O_DIRECT!);
+      const into = takeAligned(1 << 20);
+      if (!into) throw new Error('no aligned memory');
+      try {
+        for (const aio of [true, false]) {
+          // an aligned piece first, then one at an offset no device block starts at
+          const pieces = [
+            { offset: 0, length: 4096 },
+            { offset: 100, length: 4096 },
+          ];
+          await expect(readScattered(fd, pieces, 4, { into, aio })).rejects.toMatchObject({ code: 'EINVAL' });
+        }
+      } finally {
+        giveAligned(into);
+        fs.closeSync(fd);
+      }
+    });
+  },
+);
