@@ -29,8 +29,21 @@ import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree } from './types.js';
 
 export const FORMAT_VERSION = 1;
-/** Entries (files, folders) of all the trees a repository keeps loaded. */
-const TREE_CACHE_NODES = 100_000;
+/**
+ * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
+ * JavaScript objects each; a block file's list counts as its bytes / 400 more, so one list of 256 Ki
+ * blocks fits). It was 100,000: a no-change backup of 1,000,000 files peaked at 401–411 MiB, of which
+ * ~40 MB were cached trees the walk never asked for again, ~4× that with V8's heap growth; at 24,000 it
+ * peaks at ~271 MiB, as fast (`TIDEMARK_BENCH_STATS`, README), and a restore of the bench dataset is as
+ * fast too (each tree is read once; tree packs stay cached, see treePackOf).
+ */
+const TREE_CACHE_WEIGHT = 24_000;
+
+function treeWeight(tree: Tree): number {
+  let w = tree.nodes.length;
+  for (const n of tree.nodes) if (n.blockIds) w += Math.ceil(n.blockIds.length / 400);
+  return w;
+}
 
 export interface RepoConfig {
   version: number;
@@ -76,9 +89,9 @@ export class Repository {
   private uploadError?: unknown;
   private unindexed: IndexPack[] = [];
   private unindexedBlobs = 0;
-  /** Recently loaded trees, up to TREE_CACHE_NODES entries in all (see loadTree). */
-  private readonly treeCache = new Map<string, Tree>();
-  private treeCacheNodes = 0;
+  /** Recently loaded trees and their weights, up to TREE_CACHE_WEIGHT in all (see loadTree). */
+  private readonly treeCache = new Map<string, { tree: Tree; weight: number }>();
+  private treeCacheWeight = 0;
   /** Tree packs read whole (see treePackOf): the last few, and how often each pack was asked for. */
   private readonly treePacks = new Map<string, Promise<Buffer | undefined>>();
   private readonly treePackReads = new Map<string, number>();
@@ -196,7 +209,7 @@ export class Repository {
     this.indexFiles.clear();
     this.indexErrors.length = 0;
     this.treeCache.clear();
-    this.treeCacheNodes = 0;
+    this.treeCacheWeight = 0;
     this.treePacks.clear();
     this.treePackReads.clear();
   }
@@ -413,18 +426,19 @@ export class Repository {
 
   async loadTree(id: ID): Promise<Tree> {
     const cached = this.treeCache.get(id);
-    if (cached) return cached;
+    if (cached) return cached.tree;
     const tree = decodeTree(await this.loadBlob(id), `tree ${id.slice(0, 12)}`);
-    // Bounded by entries, not trees: a no-change backup of 1,000,000 files in 10,500 folders kept every
-    // folder's tree (~400 bytes an entry) and peaked at 533 MiB instead of 400.
-    if (tree.nodes.length <= TREE_CACHE_NODES && !this.treeCache.has(id)) {
+    // Bounded by weight, not trees: a no-change backup of 1,000,000 files in 10,500 folders kept every
+    // folder's tree and peaked at 533 MiB.
+    const weight = treeWeight(tree);
+    if (weight <= TREE_CACHE_WEIGHT && !this.treeCache.has(id)) {
       for (const [old, t] of this.treeCache) {
-        if (this.treeCacheNodes + tree.nodes.length <= TREE_CACHE_NODES) break;
+        if (this.treeCacheWeight + weight <= TREE_CACHE_WEIGHT) break;
         this.treeCache.delete(old);
-        this.treeCacheNodes -= t.nodes.length;
+        this.treeCacheWeight -= t.weight;
       }
-      this.treeCache.set(id, tree);
-      this.treeCacheNodes += tree.nodes.length;
+      this.treeCache.set(id, { tree, weight });
+      this.treeCacheWeight += weight;
     }
     return tree;
   }

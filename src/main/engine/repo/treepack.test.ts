@@ -69,26 +69,47 @@ describe('trees read from their pack', () => {
 });
 
 describe('the trees a repository keeps loaded', () => {
-  it('are bounded by their entries, not their number', async () => {
+  it('are bounded by their entries and block lists, not their number', async () => {
     const backend = new CountingBackend();
     const writer = await Repository.init(backend, 'pw', { kdf: { N: 1024 } });
     const big = (tag: string) => ({
       nodes: Array.from(
-        { length: 60_000 },
+        { length: 15_000 },
         (_, i) => ({ name: `${tag}-${i}`, type: 'file', mode: 0o644, mtimeNs: '1', size: i }) as TreeNode,
       ),
     });
+    // one block file listing 131,072 blocks (4 MiB of IDs): weighs ~10,500 entries
+    const list = {
+      nodes: [
+        {
+          name: 'disk.img',
+          type: 'file',
+          mode: 0o644,
+          mtimeNs: '1',
+          size: 131_072 * 8192,
+          blockSize: 8192,
+          blockIds: Buffer.alloc(131_072 * 32, 7),
+        } as TreeNode,
+      ],
+    };
     const a = await writer.saveTree(big('a'));
     const b = await writer.saveTree(big('b'));
+    await writer.flush();
+    const c = await writer.saveTree(list); // a pack of its own: a's pack is not read whole below
     await writer.flush();
     const repo = await Repository.open(backend, 'pw');
     await repo.loadIndex();
     backend.reads = [];
     await repo.loadTree(a);
-    await repo.loadTree(b); // 120,000 entries: more than are kept, so a goes
+    await repo.loadTree(b); // 30,000 entries: more than are kept, so a goes
     await repo.loadTree(b);
     expect(backend.reads.length).toBe(2); // b was kept
+    await repo.loadTree(a); // b goes
+    expect(backend.reads.length).toBe(3); // a was not kept
+    await repo.loadTree(c); // one entry, but its list weighs more than the 9,000 left: a goes
+    await repo.loadTree(c);
+    expect(backend.reads.length).toBe(4); // c was kept
     await repo.loadTree(a);
-    expect(backend.reads.length).toBe(3); // a was not
+    expect(backend.reads.length).toBe(5); // a was not
   });
 });
