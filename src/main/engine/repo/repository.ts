@@ -34,8 +34,9 @@ export const FORMAT_VERSION = 1;
  * JavaScript objects each; a block file's list counts as its bytes / 400 more, so one list of 256 Ki
  * blocks fits). It was 100,000: a no-change backup of 1,000,000 files peaked at 401–411 MiB, of which
  * ~40 MB were cached trees the walk never asked for again, ~4× that with V8's heap growth; at 24,000 it
- * peaks at ~271 MiB, as fast (`TIDEMARK_BENCH_STATS`, README), and a restore of the bench dataset is as
- * fast too (each tree is read once; tree packs stay cached, see treePackOf).
+ * peaked at 271–293 MiB in 9.9–11.2 s (9.7–9.9 s before, on a noisy machine; CLI with
+ * `TIDEMARK_BENCH_STATS`). A restore of the bench dataset took as long (each tree is read once; tree
+ * packs stay cached, see treePackOf).
  */
 const TREE_CACHE_WEIGHT = 24_000;
 
