@@ -371,6 +371,11 @@ class SegmentQueue {
 
 type BlockRun = { first: number; count: number };
 
+/** The bytes of the file a run of blocks covers (a file's last block may be short). */
+function extentOf(p: BlockRun, B: number, size: number): Piece {
+  return { offset: p.first * B, length: Math.min(p.count * B, size - p.first * B) };
+}
+
 /*
  * The loops over a block file's blocks (up to 256 Ki) and over a batch's blocks are functions of their
  * own. Inside the large async backupFileBlocks they made V8 optimize all of it, on-stack replacement
@@ -467,7 +472,7 @@ function hashBlocks(
   let short = false;
   for (let j = 0; j < pieces.length; j++) {
     const piece = pieces[j];
-    const want = Math.min(piece.count * B, size - piece.first * B);
+    const want = extentOf(piece, B, size).length;
     const n = Math.min(got[j], want); // a direct read may return bytes past the block list's end
     const buf = buffer.subarray(pos, pos + n);
     pos += asked[j].length;
@@ -548,10 +553,6 @@ async function backupFileBlocks(
   // reads in flight (scattered blocks need a deep queue: random reads one at a time are slow), two
   // batches at once, so the next batch is being read while this thread hashes the one before.
   const batches = batchesOf(pieces, B, PIECE);
-  const extent = (p: BlockRun) => ({
-    offset: p.first * B,
-    length: Math.min(p.count * B, size - p.first * B),
-  });
   // Direct reads ask for whole 4 KiB units: only a file's last block can be shorter, and past the end of
   // the file a direct read stops short like any other.
   const asked = (p: Piece): Piece =>
@@ -562,7 +563,7 @@ async function backupFileBlocks(
   let stopped = false;
   const issue = () => {
     while (!stopped && issued < batches.length && reads.length < 2) {
-      const pieces = batches[issued++].map((p) => asked(extent(p)));
+      const pieces = batches[issued++].map((p) => asked(extentOf(p, B, size)));
       // a batch holds at most PIECE bytes (rounded up to 4 KiB units, it still fits: B is a multiple)
       const into = spareReads.pop() ?? src.readBuffer(PIECE);
       const read = readScattered(src.fh.fd, pieces, 24, { into });
