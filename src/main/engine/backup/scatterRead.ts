@@ -50,8 +50,8 @@ const aioDefault = process.env.TIDEMARK_NO_AIO !== '1';
  *
  * A file opened with O_DIRECT (pieces and buffer aligned) is read by the addon with Linux's AIO: the
  * whole batch in flight at once from one thread, where threads blocking in pread cost two context
- * switches a piece (`npm run bench:cbt`: the incremental's system time ~120 → ~70 ms for 5,200 8 KiB
- * blocks). Files read through the page cache keep the threads (AIO would read them one by one).
+ * switches a piece (`npm run bench:cbt`: its incremental 314–345 → 262–307 ms; that incremental's
+ * system time, measured in a loop of it, 96–135 → 54–81 ms for 5,200 8 KiB blocks). Files read through the page cache keep the threads (AIO would read them one by one).
  */
 export async function readScattered(
   fd: number,
