@@ -173,7 +173,8 @@ class ScatterRead : public Napi::AsyncWorker {
   // A file opened with O_DIRECT is read with the kernel's asynchronous I/O instead: up to kAioDepth pieces
   // submitted in one io_submit call and reaped as they complete, all on this one thread. Threads blocking
   // in pread cost two context switches per piece and a thread start per `depth` pieces: bench:cbt's
-  // incremental (5,200 scattered 8 KiB blocks) spent 96-135 ms of system time with them, 54-81 with AIO.
+  // incremental (5,200 scattered 8 KiB blocks), run in a loop, spent 96-135 ms of system time with them,
+  // 54-81 with AIO; the bench itself: 314-345 ms with threads, 262-307 with AIO.
   // Without O_DIRECT the kernel would do the reads inside io_submit, one after the other, so such files
   // keep the threads. Returns false (nothing read) where the kernel offers no AIO context or refuses the
   // first submission; the threads then do it all. A piece AIO returns short is finished with pread, as
