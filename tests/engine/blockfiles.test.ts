@@ -129,6 +129,50 @@ describe('fixed-size blocks for files written in place', () => {
     });
   }
 
+  it('waits for ranges given as a promise; a rejected one reads the changed file whole and says why', async () => {
+    const dir = await tempDir('tm-blocks-later-');
+    const file = path.join(dir, 'disk.img');
+    const oldSize = 24 * MiB + 777;
+    await fs.writeFile(file, randomBytes(oldSize, 78));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const first = await backup(repo, { paths: [dir], blockFiles });
+    const fh = await fs.open(file, 'r+');
+    const changed = await scenarios['scattered 4 KiB page writes'](fh, oldSize, seededRandom(99));
+    await fh.close();
+    const hint = (changedRanges: Promise<Map<string, typeof changed> | undefined>) => ({
+      dirtyDirs: new Set([dir]),
+      cursor: { test: true },
+      changedRanges,
+    });
+    // as the app hands them over: still being computed when the backup starts
+    const later = new Promise<Map<string, typeof changed>>((r) =>
+      setTimeout(() => r(new Map([[file, changed]])), 50),
+    );
+    const withRanges = await backup(repo, {
+      paths: [dir],
+      parent: first.snapshotId,
+      blockFiles,
+      changeHint: hint(later),
+    });
+    expect(withRanges.snapshot.stats.bytesRead).toBe(expectedRead(changed, oldSize, oldSize));
+    expect(withRanges.snapshot.scanMode?.mode).toBe('blocks');
+    const log: string[] = [];
+    const failed = await backup(repo, {
+      paths: [dir],
+      parent: first.snapshotId,
+      blockFiles,
+      changeHint: hint(Promise.reject(new Error('the tracker stopped'))),
+      log: (m) => log.push(m),
+    });
+    expect(failed.snapshot.stats.bytesRead).toBe(oldSize);
+    expect(failed.snapshot.scanMode?.mode).toBe('journal');
+    expect(log.some((m) => m.includes('the tracker stopped') && m.includes('read whole'))).toBe(true);
+    const a = (await lookup(repo, withRanges.snapshot, file)).node!;
+    const b = (await lookup(repo, failed.snapshot, file)).node!;
+    expect(a.blockIds!.equals(b.blockIds!)).toBe(true);
+    expect(failed.status).toBe('completed');
+  });
+
   it('stores a block list in binary after the tree JSON, and rejects a tree whose lists do not add up', () => {
     const ids = (n: number, seed: number) => randomBytes(n * 32, seed);
     const file = (name: string, extra: Partial<TreeNode>): TreeNode => ({

@@ -39,6 +39,9 @@ export interface BackupProgress {
  * backup does a full scan (level 3 of DESIGN.md §3). With it, the scanner visits only dirty directories
  * (and their ancestors), stats only entries inside them, and reuses every other subtree ID unchanged.
  */
+/** Changed byte ranges of large files: absolute path → ranges (ChangeHint.changedRanges). */
+export type ChangedRanges = ReadonlyMap<string, { offset: number; length: number }[]>;
+
 export interface ChangeHint {
   /** Absolute paths of directories in which an entry was created, deleted, renamed, or had its content
    *  or metadata changed since the parent snapshot's cursor. */
@@ -48,8 +51,11 @@ export interface ChangeHint {
   /** The journal cursor this backup is consistent with; recorded in the snapshot. */
   cursor: Record<string, unknown>;
   /** Changed byte ranges of large files (level 1, block tracking): absolute path → ranges. A file not in
-   *  the map is read whole when it changed. */
-  changedRanges?: ReadonlyMap<string, { offset: number; length: number }[]>;
+   *  the map is read whole when it changed. May be a promise: the backup opens the repository and loads
+   *  the previous snapshot's trees while the tracker syncs the filesystem and maps extents, and waits
+   *  for the ranges only when a large file is about to be read. If it rejects, changed files are read
+   *  whole (the error is logged). */
+  changedRanges?: ChangedRanges | Promise<ChangedRanges | undefined>;
 }
 
 /** Progress counters at the start of a backup (the engine, the API's fake engine and tests share it). */

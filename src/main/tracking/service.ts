@@ -181,15 +181,17 @@ export async function journalBackup(
       ? `change journal: ${plan.changeHint.dirtyDirs.size} changed folders`
       : `full scan: ${plan.fullScanReason}`,
   );
-  // Level 1: the changed byte ranges of large files in the changed folders.
+  // Level 1: the changed byte ranges of large files in the changed folders. The tracker syncs the
+  // filesystems and swaps its bitmap while the large files of the parent are looked up, and maps their
+  // extents while the backup opens the repository and loads the previous trees (the engine waits for
+  // the ranges when it reaches a large file).
   let session: BlockChangeSession | undefined;
   let largeFiles: string[] = [];
+  let sessionReady: Promise<unknown> | undefined;
   if (blocks && plan.changeHint && parent) {
     const mapper = loadCbtNative();
     if (mapper.ok) {
-      const large = await largeFilesIn(repo, parent, [...plan.changeHint.dirtyDirs]);
-      largeFiles = [...large.keys()];
-      session = await BlockChangeSession.begin(sources, {
+      const began = BlockChangeSession.begin(sources, {
         dir: blocks.dir,
         consumer,
         tracker: blocks.tracker,
@@ -197,22 +199,35 @@ export async function journalBackup(
         parentSnapshot: parent.id,
         log: opts.log,
       });
-      const ranges = await computeChangedRanges(largeFiles, session, {
-        minSize: BLOCK_TRACKED_MIN_SIZE,
-        onWholeFile: (f, why) => opts.log?.(`block tracking: ${f} is read whole (${why})`),
-        // reads are widened to whole chunks (content-defined) or blocks (fixed-size, DESIGN.md §3)
-        spread: { window: (f) => large.get(f)?.blockSize ?? repo.config.chunker.avg, maxFraction: 0.5 },
-      });
-      if (ranges.size) plan.changeHint.changedRanges = ranges;
+      began.catch(() => {}); // awaited below; a failure surfaces through the ranges
+      const large = await largeFilesIn(repo, parent, [...plan.changeHint.dirtyDirs]);
+      largeFiles = [...large.keys()];
+      const ranges = (async () => {
+        session = await began;
+        const r = await computeChangedRanges(largeFiles, session, {
+          minSize: BLOCK_TRACKED_MIN_SIZE,
+          onWholeFile: (f, why) => opts.log?.(`block tracking: ${f} is read whole (${why})`),
+          // reads are widened to whole chunks (content-defined) or blocks (fixed-size, DESIGN.md §3)
+          spread: { window: (f) => large.get(f)?.blockSize ?? repo.config.chunker.avg, maxFraction: 0.5 },
+        });
+        return r.size ? r : undefined;
+      })();
+      sessionReady = ranges.catch(() => {}); // a failure is logged by the backup, which reads whole files
+      plan.changeHint.changedRanges = ranges;
     }
   }
-  const result = await run(repo, {
-    ...opts,
-    ...(parent ? { parent: parent.id } : {}),
-    changeHint: plan.changeHint,
-    fullScanReason: plan.fullScanReason,
-    journalCursor: plan.cursor as Record<string, unknown> | undefined,
-  });
+  let result: BackupRunResult;
+  try {
+    result = await run(repo, {
+      ...opts,
+      ...(parent ? { parent: parent.id } : {}),
+      changeHint: plan.changeHint,
+      fullScanReason: plan.fullScanReason,
+      journalCursor: plan.cursor as Record<string, unknown> | undefined,
+    });
+  } finally {
+    await sessionReady; // a backup that failed early leaves nothing of the tracker's running behind
+  }
   if (session) {
     const skipped = new Set(result.skipped.map((s) => s.path));
     await session.commit(

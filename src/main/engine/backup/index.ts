@@ -24,6 +24,7 @@ import {
   type BackupOptions,
   type BackupProgress,
   type BackupResult,
+  type ChangedRanges,
 } from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
 import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '../workers/index.js';
@@ -188,6 +189,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   };
   emit();
   const lock = await repo.lock(false, 'backup', undefined, opts.lockWaitMs ?? 10 * 60_000);
+
   const ticker = setInterval(emit, 250);
   let pool: WorkerPool | undefined;
   let succeeded = false;
@@ -214,8 +216,16 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
-    const scanMode = hint
-      ? { mode: opts.changeHint?.changedRanges?.size ? 'blocks' : 'journal' }
+    // Block tracking's ranges may still be on their way (see ChangeHint.changedRanges): awaited when a
+    // large file is read and before the snapshot is written. Without them a changed file is read whole.
+    const rangesReady: Promise<ChangedRanges | undefined> = Promise.resolve(
+      hint ? opts.changeHint?.changedRanges : undefined,
+    ).catch((err: unknown) => {
+      log(`block tracking: ${(err as Error)?.message ?? err}; changed files are read whole`);
+      return undefined;
+    });
+    const scanMode: Snapshot['scanMode'] = hint
+      ? { mode: 'journal' }
       : {
           mode: 'full-scan',
           reason: opts.forceFull
@@ -404,7 +414,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           setImmediate(flushSmall);
         }
       });
-    const changedRanges = hint ? opts.changeHint?.changedRanges : undefined;
+    let changedRanges: ChangedRanges | undefined;
     const blockSizeOf = blockPolicy(opts.blockFiles);
     /** Level 1 (block tracking): the previous chunk list and the changed ranges, when they can be trusted. */
     const incrementalOf = (
@@ -510,6 +520,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         } else {
           const blockSize = blockSizeOf?.(node.name, node.size ?? 0);
           if (blockSize) node.blockSize = blockSize;
+          if (prev) changedRanges = await rangesReady;
           const inc = incrementalOf(abs, node, prev);
           r = await readLarge(abs, node.size ?? 0, mtimeMs, inc, blockSize);
           if (r.blockIds) node.blockIds = blockList(r, inc ? prev : undefined, show(abs));
@@ -875,6 +886,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const rootTree = (await saveVirtual(path.sep, trie, prevRoot)).id;
     throwIfAborted(signal);
     await sealsSettled();
+    if (hint && (await rangesReady)?.size) scanMode.mode = 'blocks';
     progress.scanComplete = true;
     progress.phase = 'finalizing';
     progress.currentFile = undefined;
