@@ -15,6 +15,7 @@ import { blockPolicy, fixedBlockSize, MAX_BLOCKS } from '../../src/main/engine/b
 import { contentCount, contentIds, decodeTree, encodeTree } from '../../src/main/engine/repo/tree.js';
 import type { TreeNode } from '../../src/main/engine/repo/types.js';
 import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
+import { CompressionProbe } from '../../src/main/engine/compress/index.js';
 
 const MiB = 1024 * 1024;
 const B = 8192;
@@ -326,8 +327,17 @@ describe('fixed-size blocks for files written in place', () => {
       const node = (await lookup(repo, r.snapshot, file)).node!;
       expect(node.blockSize).toBe(B);
       lists.push(contentIds(node));
-      // text and zeros are stored compressed (far smaller than the file), random data raw
+      // text and zeros are stored compressed (far smaller than the file), random data raw; compression
+      // is probed along the random part (CompressionProbe), so at most PROBE − 1 of the text blocks
+      // stored right after it are stored raw (the text repeats: those blobs are used again further on)
       expect(r.snapshot.stats.storedBytes).toBeLessThan(original.length * 0.6);
+      const ids = contentIds(node);
+      const firstText = Math.ceil((7 * MiB + 5) / B); // the first block holding only text
+      const rawText = ids
+        .slice(firstText, Math.floor((16 * MiB + 5) / B))
+        .filter((id) => !repo.index.get(id)!.compressed);
+      expect(new Set(rawText).size).toBeLessThan(CompressionProbe.PROBE);
+      expect(ids.slice(0, firstText - 1).every((id) => !repo.index.get(id)!.compressed)).toBe(true);
       const out = await tempDir('tm-blocks-seg-out-');
       await restore(repo, { snapshot: r.snapshotId, target: out });
       expect((await fs.readFile(path.join(out, path.relative('/', file)))).equals(original)).toBe(true);

@@ -5,6 +5,7 @@
 import { describe, it, expect } from 'vitest';
 import crypto from 'node:crypto';
 import {
+  CompressionProbe,
   maybeCompress,
   maybeCompressTransient,
   decompress,
@@ -55,5 +56,36 @@ describe('compression with reused buffers', () => {
     const bad = Buffer.from(c);
     bad.fill(0x55, 10, 60);
     expect(() => decompressTransient(bad, text.length)).toThrow();
+  });
+
+  it("probes one file's blocks: incompressible runs get an attempt every PROBE-th block, compressible ones every block", () => {
+    // a block file's 8 KiB blocks in file order: 300 random, then 100 of text, then 50 random again
+    const blocks = [
+      ...Array.from({ length: 300 }, () => crypto.randomBytes(8192)),
+      ...Array.from({ length: 100 }, (_, i) => text.subarray(i * 100, i * 100 + 8192)),
+      ...Array.from({ length: 50 }, () => crypto.randomBytes(8192)),
+    ];
+    const probe = new CompressionProbe();
+    const tried: boolean[] = [];
+    const compressed: boolean[] = [];
+    for (const b of blocks) {
+      const t = probe.shouldTry();
+      tried.push(t);
+      const c = t ? maybeCompressTransient(b, 3) : { compressed: false };
+      if (t) probe.record(c.compressed);
+      compressed.push(c.compressed);
+    }
+    const count = (xs: boolean[], from: number, to: number) => xs.slice(from, to).filter(Boolean).length;
+    const { MISSES, PROBE } = CompressionProbe;
+    // the random run: the first MISSES blocks, then one in PROBE
+    expect(count(tried, 0, 300)).toBe(MISSES + Math.floor((300 - MISSES) / PROBE));
+    // the text: found within PROBE blocks, every block after that tried and compressed
+    const firstText = compressed.indexOf(true);
+    expect(firstText).toBeGreaterThanOrEqual(300);
+    expect(firstText).toBeLessThan(300 + PROBE);
+    expect(count(compressed, firstText, 400)).toBe(400 - firstText);
+    // random again: tried until MISSES misses, then probed
+    expect(count(tried, 400, 450)).toBe(MISSES + Math.floor((50 - MISSES) / PROBE));
+    expect(count(compressed, 400, 450)).toBe(0);
   });
 });

@@ -25,7 +25,12 @@ import { setTimesFdSync } from '../restore/times.js';
 import { entryStat } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
-import { maybeCompressTransient, decompressTransient } from '../compress/index.js';
+import {
+  CompressionProbe,
+  maybeCompressTransient,
+  decompressTransient,
+  type Compressed,
+} from '../compress/index.js';
 import { readFiles, readScattered, type Piece } from '../backup/scatterRead.js';
 import { BlockSource, SourceReader } from '../backup/sourceRead.js';
 import { ALIGN } from '../aligned.js';
@@ -140,9 +145,14 @@ function sealSegment(seg: ChunkSegment): SealedSegment {
   const rawLengths = new Uint32Array(n);
   const compressed = new Uint8Array(n);
   let pos = 0;
+  const probe = seg.oneFile ? new CompressionProbe() : undefined;
   for (let i = 0; i < n; i++) {
     const plain = data.subarray(seg.offsets[i], seg.offsets[i] + seg.lengths[i]);
-    const c = maybeCompressTransient(plain, init.compressionLevel);
+    let c: Compressed;
+    if (!probe || probe.shouldTry()) {
+      c = maybeCompressTransient(plain, init.compressionLevel);
+      probe?.record(c.compressed);
+    } else c = { data: plain, compressed: false };
     const len = sealInto(encKey, c.data, ids.subarray(32 * i, 32 * i + 32), out, pos);
     offsets[i] = pos;
     lengths[i] = len;
@@ -207,6 +217,7 @@ class SegmentBuilder {
       ids,
       offsets: Uint32Array.from(idx, (i) => this.offsets[i]),
       lengths: Uint32Array.from(idx, (i) => this.lengths[i]),
+      oneFile: true,
     };
   }
 }

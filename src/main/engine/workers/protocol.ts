@@ -115,6 +115,9 @@ export interface ChunkSegment {
   ids: Uint8Array;
   offsets: Uint32Array;
   lengths: Uint32Array;
+  /** Consecutive blocks of one file (a block file's): compression is probed (CompressionProbe) rather
+   *  than tried on each block. */
+  oneFile?: boolean;
 }
 
 /** The same chunks sealed, in one buffer: blob i is data[offsets[i] .. offsets[i] + lengths[i]). */
