@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import {
   CompressionProbe,
   maybeCompress,
+  worthCompressing,
   maybeCompressTransient,
   decompress,
   decompressTransient,
@@ -87,5 +88,20 @@ describe('compression with reused buffers', () => {
     // random again: tried until MISSES misses, then probed
     expect(count(tried, 400, 450)).toBe(MISSES + Math.floor((50 - MISSES) / PROBE));
     expect(count(compressed, 400, 450)).toBe(0);
+  });
+
+  it('judges a large buffer worth compressing from samples: random no, a run of repeats yes', () => {
+    const MiB = 1024 * 1024;
+    const random = crypto.randomBytes(8 * MiB);
+    expect(worthCompressing(random, 1)).toBe(false);
+    // a block list with one zero-block ID repeated over a quarter of it (a partly empty VM disk)
+    const id = crypto.randomBytes(32);
+    const partly = Buffer.from(random);
+    for (let o = 3 * MiB; o < 5 * MiB; o += 32) id.copy(partly, o);
+    expect(worthCompressing(partly, 1)).toBe(true);
+    expect(maybeCompress(partly, 1).compressed).toBe(true);
+    // under 1 MiB: always tried; level 0: never
+    expect(worthCompressing(random.subarray(0, MiB - 1), 1)).toBe(true);
+    expect(worthCompressing(partly, 0)).toBe(false);
   });
 });

@@ -8,7 +8,7 @@
 import crypto from 'node:crypto';
 import type { Backend } from '../backend/types.js';
 import { blobId, newMasterKey, storageId, type MasterKey } from '../crypto/index.js';
-import { maybeCompress, decompress, DEFAULT_LEVEL } from '../compress/index.js';
+import { maybeCompress, decompress, worthCompressing, DEFAULT_LEVEL } from '../compress/index.js';
 import { DEFAULT_CHUNKER, type ChunkerParams } from '../chunk/index.js';
 import {
   CorruptObjectError,
@@ -261,13 +261,16 @@ export class Repository {
     const id = idBuf.toString('hex');
     if (!this.claimBlob(id)) return id;
     // Large trees (a block file's list of up to 256 Ki IDs) compress at level 1: random IDs gain nothing
-    // from level 3, which would hold the event loop ~4× longer. They are not stored raw untried: a mostly
-    // empty VM disk lists the same zero-block ID over and over, which compresses a thousandfold.
+    // from level 3, which would hold the event loop ~4× longer. Whether to try at all is judged from
+    // samples (worthCompressing): a mostly empty VM disk lists the same zero-block ID over and over, which
+    // compresses a thousandfold.
     const level =
       type === BlobType.Tree && plain.length > 1024 * 1024
         ? Math.min(1, this.config.compressionLevel)
         : this.config.compressionLevel;
-    const c = maybeCompress(plain, level);
+    const c = worthCompressing(plain, level)
+      ? maybeCompress(plain, level)
+      : { data: plain, compressed: false };
     await this.addSealedBlob(type, idBuf, sealBlob(this.key, idBuf, c.data), plain.length, c.compressed);
     return id;
   }
