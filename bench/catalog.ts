@@ -13,6 +13,7 @@
  * Options: --files N (default 1,000,000), --snapshots N (default 100), --dir PATH (database folder,
  * kept; default a temp folder that is removed).
  */
+import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import { emptySnapshotStats } from '../src/main/engine/repo/types.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';

@@ -16,6 +16,7 @@
 // Environment: CBT_BENCH_MIB (file size, default 2048), CBT_BENCH_DIR (where the image lives, default tmp),
 // CBT_BENCH_ON=DIR (no loop device: use the filesystem of DIR and its disk), CBT_BENCH_FIO=0 skips the
 // write-overhead part.
+import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';

@@ -8,6 +8,7 @@
  * ("3× restic") is compared with it. Level 1 is shown too: it is the only cheaper setting, and it
  * breaks the repository-size target (bench:zstd).
  */
+import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';

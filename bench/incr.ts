@@ -9,6 +9,7 @@
  *   npm run bench:incr                       # 200,000 files under .bench/incr
  *   npm run bench:incr -- --files 50000 --dir /some/where --keep
  */
+import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import fs from 'node:fs';
 import path from 'node:path';
 import { MemoryBackend } from '../src/main/engine/backend/memory/index.js';

@@ -5,6 +5,7 @@
  * RequestLogCollector (the stack every job run now uses, also for local folders). Prints µs per
  * operation for both, the difference, and the size of the summary a run record stores.
  */
+import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import { MemoryBackend } from '../src/main/engine/backend/memory/index.js';
 import { RequestLogBackend, RequestLogCollector } from '../src/main/engine/backend/requestlog/index.js';
 import type { Backend } from '../src/main/engine/backend/types.js';

@@ -9,6 +9,7 @@
  * The dataset is mostly incompressible (random) data in a few hundred files, so the figures show the
  * storage path rather than compression. The page cache is dropped before each step when run as root.
  */
+import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import fs from 'node:fs/promises';
 import fss from 'node:fs';
 import path from 'node:path';

@@ -2,7 +2,7 @@
  * Electron main entry: wires the API over the engine and stores (the one composition root with the
  * headless server, src/main/api/serve.ts) and hands it to the desktop shell.
  */
-import './threadpool.js'; // before anything that could start libuv's pool
+import './engineHost.js'; // first: libuv's pool size and V8 tiering for the engine
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { app } from 'electron';

@@ -3,6 +3,7 @@
  * built renderer from out/renderer. Options: --port N, --data DIR (default $TIDEMARK_HOME or
  * ~/.tidemark), --static DIR, --fake-engine (an in-memory engine for UI work; nothing is kept).
  */
+import '../engineHost.js'; // first: libuv's pool size and V8 tiering for the engine
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createApi } from './wiring.js';

@@ -2,6 +2,7 @@
  * Entry point of the `tidemark` command (bin/tidemark.mjs runs it). Wires the command registrars of
  * the other parts (jobs and scheduler, the tracker daemon, browser mode) into the one program.
  */
+import '../engineHost.js'; // first: libuv's pool size and V8 tiering for the engine
 import { runCli, type CommandRegistrar } from './program.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerDaemonCommand } from './commands/daemon.js';
