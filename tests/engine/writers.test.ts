@@ -1,4 +1,4 @@
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import fs from 'node:fs/promises';
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -145,5 +145,29 @@ describe('a lock whose lease cannot be renewed', () => {
     expect(() => lock.assertHeld('the backup')).toThrow(/could not be renewed.*network unreachable/);
     faulty.rules = [];
     await lock.release();
+  });
+});
+
+describe('lock objects', () => {
+  it('are written atomically without fsyncs; every other object is fsynced', async () => {
+    const work = await tempDir('tm-lockfsync-');
+    const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
+    // FileHandle is not exported: spy on the prototype of a handle's class
+    const probe = await fs.open(path.join(work, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> };
+    await probe.close();
+    const sync = vi.spyOn(proto, 'sync');
+    try {
+      const lock = await repo.lock(false, 'test');
+      expect(sync).not.toHaveBeenCalled();
+      const names = await fs.readdir(path.join(work, 'repo', 'locks'));
+      expect(names).toHaveLength(1); // in place under its name, no temporary file left
+      await lock.release();
+      await writeTree(path.join(work, 'src'), { 'f.bin': randomBytes(10_000, 9) });
+      await backup(repo, { paths: [path.join(work, 'src')] });
+      expect(sync.mock.calls.length).toBeGreaterThan(0); // packs, index, snapshot
+    } finally {
+      sync.mockRestore();
+    }
   });
 });

@@ -24,6 +24,9 @@ export interface ObjectInfo {
 export interface SaveOptions {
   /** Fail with ObjectExistsError instead of replacing an existing object (conditional write). */
   ifNotExists?: boolean;
+  /** The object need not survive a crash of this computer (a lock: it is stale after one anyway), so a
+   *  local folder skips the fsyncs; it is still written atomically. */
+  ephemeral?: boolean;
 }
 
 export interface Backend {

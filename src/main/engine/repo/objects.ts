@@ -4,7 +4,7 @@
  * (except config, which has a fixed name). Loading verifies the name, so a damaged file is reported
  * as corrupt instead of being misread.
  */
-import type { Backend, ObjectType } from '../backend/types.js';
+import type { Backend, ObjectType, SaveOptions } from '../backend/types.js';
 import { open, seal, storageId, DecryptError, type MasterKey } from '../crypto/index.js';
 import { CorruptObjectError } from '../errors.js';
 import { Compressor, Decompressor } from 'zstd-napi';
@@ -32,10 +32,11 @@ export async function saveJson(
   key: MasterKey,
   type: ObjectType,
   value: unknown,
+  options?: SaveOptions,
 ): Promise<{ id: string; size: number }> {
   const bytes = encodeObject(key, Buffer.from(JSON.stringify(value)));
   const id = storageId(bytes);
-  await backend.save(type, id, bytes);
+  await backend.save(type, id, bytes, options);
   return { id, size: bytes.length };
 }
 

@@ -3,6 +3,8 @@
  *   config/config, keys/<id>, data/<2 hex>/<id>, index/<id>, snapshots/<id>, locks/<id>
  * Writes go to a temporary file in the same folder, are fsynced, then renamed into place and the
  * folder fsynced, so a crash or a full disk never leaves a half-written object under its real name.
+ * Ephemeral objects (locks) skip both fsyncs: after a crash of this computer a lock of its is stale
+ * anyway, and a damaged one is ignored by readers (lock.ts listLocks).
  * Errors are translated: ENOSPC → DestinationFullError, EACCES/EROFS → DestinationUnwritableError.
  */
 import fs from 'node:fs/promises';
@@ -130,7 +132,7 @@ export class LocalBackend implements Backend {
       );
       try {
         await write(fh);
-        await fh.sync();
+        if (!options?.ephemeral) await fh.sync();
       } finally {
         await fh.close();
       }
@@ -148,7 +150,7 @@ export class LocalBackend implements Backend {
       } else {
         await fs.rename(tmp, final);
       }
-      await this.syncDir(dir);
+      if (!options?.ephemeral) await this.syncDir(dir);
     } catch (err) {
       await fs.rm(tmp, { force: true }).catch(() => {});
       throw translate(err, `${type}/${name}`);
