@@ -339,8 +339,8 @@ class ScatterRead : public Napi::AsyncWorker {
 #ifndef _WIN32
 // Reads whole files: file i (paths[i], NUL-terminated in one buffer) into target at the sum of
 // (limits[j]) for j < i, at most limits[i] bytes. Resolves with a Float64Array of three numbers per file:
-// bytes read (or -errno when it could not be opened or read), its size and mtime (ms, with fraction) by
-// fstat after reading. One file's failure is its own result, never the batch's.
+// bytes read (or -errno when it could not be opened or read), its size and mtime (ms, to the microsecond)
+// by fstat after reading. One file's failure is its own result, never the batch's.
 class ReadFiles : public Napi::AsyncWorker {
  public:
   ReadFiles(Napi::Env env, std::vector<std::string> paths, std::vector<uint32_t> limits,
@@ -402,7 +402,9 @@ class ReadFiles : public Napi::AsyncWorker {
       }
       r[0] = static_cast<double>(got);
       r[1] = static_cast<double>(st.st_size);
-      r[2] = static_cast<double>(st.st_mtim.tv_sec) * 1000.0 + static_cast<double>(st.st_mtim.tv_nsec) / 1e6;
+      // to the microsecond, truncated: exactly the scan's mtimeMsOf (src/main/engine/scan/index.ts)
+      const int64_t ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+      r[2] = static_cast<double>(ns / 1000) / 1000.0;
     }
     return nullptr;
   }

@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import util from 'node:util';
 import { loadNativeAddon } from '../native.js';
+import { mtimeMsOf } from '../scan/index.js';
 
 interface FsIo {
   readFiles?(paths: Buffer, limits: Uint32Array, target: Buffer, depth: number): Promise<Float64Array>;
@@ -166,8 +167,8 @@ export async function readFiles(
         const r = fs.readSync(fd, buffer, start + n, limits[i] - n, null);
         if (r === 0 || (n += r) === limits[i]) break;
       }
-      const st = fs.fstatSync(fd);
-      files.push({ start, n, size: st.size, mtimeMs: st.mtimeMs });
+      const st = fs.fstatSync(fd, { bigint: true });
+      files.push({ start, n, size: Number(st.size), mtimeMs: mtimeMsOf(st.mtimeNs) });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       files.push({ start, error: { message: e.message, code: e.code } });

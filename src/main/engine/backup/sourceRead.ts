@@ -117,8 +117,8 @@ export class SourceReader {
     this.resumeAt = this.pos - (this.to - this.from);
   }
 
-  stat() {
-    return this.fh.stat();
+  stat(opts: { bigint: true }) {
+    return this.fh.stat(opts);
   }
 
   async close(): Promise<void> {

@@ -44,13 +44,28 @@ export interface EntryStat {
   rdev: number;
 }
 
+/**
+ * A modification time in milliseconds, to the microsecond (truncated): how the scan records it and how a
+ * file is checked after reading, so the two compare exactly. (fs.Stats' mtimeMs keeps the nanoseconds
+ * and rounds differently: ~0.1% of times set to the nanosecond differed from the scan's by over a
+ * microsecond, and their files were reported as changed while being read.)
+ */
+export function mtimeMsOf(mtimeNs: bigint): number {
+  return Number(mtimeNs / 1000n) / 1000;
+}
+
+/** Whether a file's modification time after reading is the one the scan saw (both from mtimeMsOf). */
+export function sameMtime(a: number, b: number): boolean {
+  return Math.abs(a - b) < 0.0005;
+}
+
 export function entryStat(st: BigIntStats): EntryStat {
   return {
     type: nodeTypeOf(st),
     mode: Number(st.mode & 0o7777n),
     size: Number(st.size),
     mtimeNs: st.mtimeNs.toString(),
-    mtimeMs: Number(st.mtimeNs / 1000n) / 1000,
+    mtimeMs: mtimeMsOf(st.mtimeNs),
     ctimeNs: st.ctimeNs.toString(),
     uid: Number(st.uid),
     gid: Number(st.gid),

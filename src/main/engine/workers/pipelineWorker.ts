@@ -7,6 +7,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import fs from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
 import os from 'node:os';
 import { execFile } from 'node:child_process';
 import {
@@ -22,7 +23,7 @@ import {
   constants as FS,
 } from 'node:fs';
 import { setTimesFdSync } from '../restore/times.js';
-import { entryStat } from '../scan/index.js';
+import { entryStat, mtimeMsOf, sameMtime } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import {
@@ -118,6 +119,12 @@ async function throttle(bytes: number): Promise<void> {
   tokens = Math.min(init.readLimit, tokens + ((now - lastRefill) / 1000) * init.readLimit) - bytes;
   lastRefill = now;
   if (tokens < 0) await new Promise((r) => setTimeout(r, (-tokens / init.readLimit) * 1000));
+}
+
+/** A file's size and modification time after reading it, to compare with the scan's (sameMtime). */
+async function statAfter(fh: { stat(o: { bigint: true }): Promise<BigIntStats> }) {
+  const st = await fh.stat({ bigint: true });
+  return { size: Number(st.size), mtimeMs: mtimeMsOf(st.mtimeNs) };
 }
 
 function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
@@ -336,8 +343,8 @@ async function backupFileRanges(
     await flush();
     if (eof && start >= end) pos = Math.max(pos, fileOff + end);
   }
-  const after = await fh.stat();
-  const changedWhileReading = after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
+  const after = await statAfter(fh);
+  const changedWhileReading = after.size !== size || !sameMtime(after.mtimeMs, task.mtimeMs);
   return { content, bytesRead, size, changedWhileReading, blobs: [] };
 }
 
@@ -622,8 +629,8 @@ async function backupFileBlocks(
     spareReads.forEach((b) => src.giveBuffer(b));
     report();
   }
-  const after = await src.fh.stat();
-  const changedWhileReading = short || after.size !== size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
+  const after = await statAfter(src.fh);
+  const changedWhileReading = short || after.size !== size || !sameMtime(after.mtimeMs, task.mtimeMs);
   if (!short) {
     if (!inc) return { content: [], blockIds: ids, bytesRead, size, changedWhileReading, blobs: [] };
     const { readBlocks, readIds } = idsRead(need, ids);
@@ -764,9 +771,9 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
       }
       if (eof && start >= end) break;
     }
-    const after = await fh.stat();
+    const after = await statAfter(fh);
     const changedWhileReading =
-      after.size !== bytesRead || after.size !== task.size || Math.abs(after.mtimeMs - task.mtimeMs) > 0.001;
+      after.size !== bytesRead || after.size !== task.size || !sameMtime(after.mtimeMs, task.mtimeMs);
     return { content, bytesRead, size: bytesRead, changedWhileReading, blobs: speculative };
   } finally {
     if (block) giveBlock(block);
@@ -805,7 +812,7 @@ async function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<S
       return;
     }
     const n = r.n;
-    const changed = n !== f.size || r.size !== n || Math.abs(r.mtimeMs - f.mtimeMs) > 0.001;
+    const changed = n !== f.size || r.size !== n || !sameMtime(r.mtimeMs, f.mtimeMs);
     // a file that grew past one chunk while we looked is chunked properly
     const lens =
       n === 0 ? [] : n > init.chunker.min ? cdc.chunkAll(buffer.subarray(r.start, r.start + n)) : [n];
