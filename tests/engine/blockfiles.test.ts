@@ -171,6 +171,7 @@ describe('fixed-size blocks for files written in place', () => {
     const a = (await lookup(repo, withRanges.snapshot, file)).node!;
     const b = (await lookup(repo, failed.snapshot, file)).node!;
     expect(a.blockIds!.equals(b.blockIds!)).toBe(true);
+    expect(failed.skipped).toEqual([]);
     expect(failed.status).toBe('completed');
   });
 

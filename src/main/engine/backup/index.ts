@@ -188,6 +188,10 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     opts.progress?.({ ...progress });
   };
   emit();
+  // handled from the start: a promise of ranges that fails while the lock is taken is no unhandled rejection
+  const rangesArriving: Promise<ChangedRanges | Error | undefined> = Promise.resolve(
+    opts.changeHint?.changedRanges,
+  ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
   const lock = await repo.lock(false, 'backup', undefined, opts.lockWaitMs ?? 10 * 60_000);
 
   const ticker = setInterval(emit, 250);
@@ -218,11 +222,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
     // Block tracking's ranges may still be on their way (see ChangeHint.changedRanges): awaited when a
     // large file is read and before the snapshot is written. Without them a changed file is read whole.
-    const rangesReady: Promise<ChangedRanges | undefined> = Promise.resolve(
-      hint ? opts.changeHint?.changedRanges : undefined,
-    ).catch((err: unknown) => {
-      log(`block tracking: ${(err as Error)?.message ?? err}; changed files are read whole`);
-      return undefined;
+    const rangesReady = rangesArriving.then((r) => {
+      if (hint && r instanceof Error) log(`block tracking: ${r.message}; changed files are read whole`);
+      return hint && !(r instanceof Error) ? r : undefined;
     });
     const scanMode: Snapshot['scanMode'] = hint
       ? { mode: 'journal' }
