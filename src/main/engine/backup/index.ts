@@ -193,7 +193,6 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     opts.changeHint?.changedRanges,
   ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
   const lock = await repo.lock(false, 'backup', undefined, opts.lockWaitMs ?? 10 * 60_000);
-
   const ticker = setInterval(emit, 250);
   let pool: WorkerPool | undefined;
   let succeeded = false;
