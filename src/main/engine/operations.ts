@@ -34,14 +34,14 @@ export interface BackupProgress {
   elapsedMs: number;
 }
 
+/** Changed byte ranges of large files: absolute path → ranges (ChangeHint.changedRanges). */
+export type ChangedRanges = ReadonlyMap<string, { offset: number; length: number }[]>;
+
 /**
  * What a change journal (src/main/tracking) proved changed since the parent snapshot. Without it the
  * backup does a full scan (level 3 of DESIGN.md §3). With it, the scanner visits only dirty directories
  * (and their ancestors), stats only entries inside them, and reuses every other subtree ID unchanged.
  */
-/** Changed byte ranges of large files: absolute path → ranges (ChangeHint.changedRanges). */
-export type ChangedRanges = ReadonlyMap<string, { offset: number; length: number }[]>;
-
 export interface ChangeHint {
   /** Absolute paths of directories in which an entry was created, deleted, renamed, or had its content
    *  or metadata changed since the parent snapshot's cursor. */
