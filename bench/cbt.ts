@@ -15,7 +15,8 @@
 //
 // Environment: CBT_BENCH_MIB (file size, default 2048), CBT_BENCH_DIR (where the image lives, default tmp),
 // CBT_BENCH_ON=DIR (no loop device: use the filesystem of DIR and its disk), CBT_BENCH_FIO=0 skips the
-// write-overhead part.
+// write-overhead part, CBT_BENCH_REPEAT=N adds N more nights of 1% each (block-tracked incrementals, each
+// from the one before; their times and median).
 import '../src/main/engineHost.js'; // the process settings of the app's engine processes (pool size, V8 tiering)
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -131,6 +132,22 @@ async function startProfile() {
   };
 }
 
+/** Rewrites k distinct random pages of the file with new random content (fsynced); returns their numbers. */
+function rewritePages(file: string, k: number): Set<number> {
+  const pages = SIZE / PAGE;
+  const chosen = new Set<number>();
+  while (chosen.size < k) chosen.add(Math.floor(Math.random() * pages));
+  const fd = fs.openSync(file, 'r+');
+  for (const p of chosen) {
+    const b = randomBytes(PAGE);
+    b.writeBigUInt64LE(BigInt(p), 0);
+    fs.writeSync(fd, b, 0, PAGE, p * PAGE);
+  }
+  fs.fsyncSync(fd);
+  fs.closeSync(fd);
+  return chosen;
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
@@ -217,20 +234,8 @@ try {
   console.log(`  first (full) backup: ${fmt(first.snapshot.stats.bytesRead)} read in ${ms(firstTime)}`);
 
   // --- rewrite 1% of the pages at random
-  const pages = SIZE / PAGE;
-  const k = Math.round(pages * 0.01);
-  const chosen = new Set<number>();
-  while (chosen.size < k) chosen.add(Math.floor(Math.random() * pages));
-  {
-    const fd = fs.openSync(file, 'r+');
-    for (const p of chosen) {
-      const b = randomBytes(PAGE);
-      b.writeBigUInt64LE(BigInt(p), 0);
-      fs.writeSync(fd, b, 0, PAGE, p * PAGE);
-    }
-    fs.fsyncSync(fd);
-    fs.closeSync(fd);
-  }
+  const k = Math.round((SIZE / PAGE) * 0.01);
+  const chosen = rewritePages(file, k);
   const written = k * PAGE;
   console.log(`  rewrote ${k} random pages = ${fmt(written)} (1% of the file)`);
 
@@ -293,6 +298,33 @@ try {
   };
   const listed = await lookupFile(withCbt.snapshot);
   const same = listed.length > 0 && listed.join() === (await lookupFile(withoutCbt.snapshot)).join();
+
+  // --- CBT_BENCH_REPEAT=N: N more nights, each rewriting another 1% of the pages (new content) and
+  // backing up with the ranges from the night before (as the app runs it), cold cache each time
+  const series: number[] = [];
+  let last = withCbt.snapshotId;
+  for (let night = 0; night < Number(process.env.CBT_BENCH_REPEAT ?? 0); night++) {
+    rewritePages(file, k);
+    dropFileCache(file);
+    const tn = now();
+    const arriving = (async () => {
+      s = await BlockChangeSession.begin([loop.mnt], { ...opts, parentSnapshot: last });
+      return computeChangedRanges([file], s);
+    })();
+    const r = await backup(repo, {
+      paths: [loop.mnt],
+      job: 'bench',
+      blockFiles: {},
+      parent: last,
+      changeHint: { dirtyDirs: new Set([loop.mnt]), cursor: {}, changedRanges: arriving },
+    });
+    series.push(now() - tn);
+    await arriving;
+    await s.commit(r.snapshotId, [file]);
+    if (r.snapshot.scanMode?.mode !== 'blocks')
+      throw new Error(`night ${night + 1}: not a block-level incremental`);
+    last = r.snapshotId;
+  }
   await repo.close();
 
   // --- what the engine would read when widening ranges to the enclosing previous chunks
@@ -337,6 +369,10 @@ try {
   console.log(
     `    → ${(withCbt.snapshot.stats.bytesRead / written).toFixed(2)}× the bytes written (target ≤ 3×), ${(engineFullTime / engineCbtTime).toFixed(1)}× faster (target ≥ 10×); same chunk list for the file: ${same}`,
   );
+  if (series.length)
+    console.log(
+      `    ${series.length} more nights (another 1% each, ranges from the night before): ${series.map((t) => t.toFixed(0)).join(' / ')} ms → median ${ms(median(series))}, ${(engineFullTime / median(series)).toFixed(1)}× faster than the whole-file run above`,
+    );
   {
     // the floor: reading just the blocks the engine read (cold), nothing else
     const B = blockSize ?? MiB;

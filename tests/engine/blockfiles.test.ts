@@ -16,6 +16,7 @@ import { contentCount, contentIds, decodeTree, encodeTree } from '../../src/main
 import type { TreeNode } from '../../src/main/engine/repo/types.js';
 import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
 import { CompressionProbe } from '../../src/main/engine/compress/index.js';
+import { spareSegmentCount } from '../../src/main/engine/workers/index.js';
 
 const MiB = 1024 * 1024;
 const B = 8192;
@@ -173,6 +174,49 @@ describe('fixed-size blocks for files written in place', () => {
     expect(a.blockIds!.equals(b.blockIds!)).toBe(true);
     expect(failed.skipped).toEqual([]);
     expect(failed.status).toBe('completed');
+  });
+
+  it('fills emptied segment buffers again, night after night, without mixing their blocks', async () => {
+    // Sealed segments hand their raw buffer back to the pool, which gives it to the next reading worker
+    // (QueryReply.spares): the same memory carries other blocks each time, so every night is restored
+    // and compared whole.
+    const dir = await tempDir('tm-blocks-spares-');
+    const file = path.join(dir, 'disk.img');
+    const size = 24 * MiB + 777;
+    await fs.writeFile(file, randomBytes(size, 41));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    let parent = (await backup(repo, { paths: [dir], blockFiles, workers: 2 })).snapshotId;
+    expect(spareSegmentCount()).toBeGreaterThan(0);
+    const rand = seededRandom(4711);
+    for (let night = 0; night < 3; night++) {
+      const fh = await fs.open(file, 'r+');
+      const changed = [];
+      for (let i = 0; i < 700; i++) {
+        const offset = rand(Math.floor(size / 4096)) * 4096; // inside the file
+        await fh.write(randomBytes(4096, 9000 + 700 * night + i), 0, 4096, offset);
+        changed.push({ offset, length: 4096 });
+      }
+      await fh.close();
+      const r = await backup(repo, {
+        paths: [dir],
+        parent,
+        blockFiles,
+        workers: 2,
+        changeHint: {
+          dirtyDirs: new Set([dir]),
+          cursor: { night },
+          changedRanges: new Map([[file, changed]]),
+        },
+      });
+      expect(r.snapshot.scanMode?.mode).toBe('blocks');
+      expect(r.snapshot.stats.bytesRead).toBe(expectedRead(changed, size, size));
+      const out = await tempDir('tm-blocks-spares-out-');
+      await restore(repo, { snapshot: r.snapshotId, target: out });
+      expect(
+        (await fs.readFile(path.join(out, path.relative('/', file)))).equals(await fs.readFile(file)),
+      ).toBe(true);
+      parent = r.snapshotId;
+    }
   });
 
   it('stores a block list in binary after the tree JSON, and rejects a tree whose lists do not add up', () => {

@@ -278,6 +278,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         return {
           store: ev.ids.map((id) => repo.claimBlob(id)),
           handOver: pool!.withoutFiles > 0,
+          ...(ev.spares && pool!.spareSegments.length
+            ? { spares: pool!.spareSegments.splice(0, ev.spares) }
+            : {}),
         } satisfies QueryReply;
       if (ev.kind === 'raw') {
         sealChunks(ev.chunks);
@@ -302,12 +305,15 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       await storeBlobs(ev.blobs, false);
       return null;
     };
-    /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied). */
-    const storeSegment = (s: SealedSegment) =>
-      storeBlobs(
+    /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied), and keeps the
+     *  raw segment's buffer for the next reading worker that asks (QueryReply.spares). */
+    const storeSegment = (s: SealedSegment) => {
+      if (s.emptied && pool!.spareSegments.length < 8) pool!.spareSegments.push(s.emptied);
+      return storeBlobs(
         Array.from(s.lengths, (_, k) => sealedBlobOf(s, k)),
         false,
       );
+    };
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
     // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
     // 8 MiB (four 2 MiB groups) keeps two workers busy: 24 MiB was no faster in `npm run bench` and held

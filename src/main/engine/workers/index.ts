@@ -12,7 +12,7 @@ import os from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import fs from 'node:fs';
-import type { FromWorker, TaskEvent, Task, ToWorker, WorkerInit } from './protocol.js';
+import type { FromWorker, QueryReply, TaskEvent, Task, ToWorker, WorkerInit } from './protocol.js';
 
 export type EventHandler = (event: TaskEvent) => unknown | Promise<unknown>;
 
@@ -81,6 +81,9 @@ export class WorkerPool {
   private nextId = 1;
   private failed?: Error;
   readonly size: number;
+  /** Emptied segment buffers waiting for a reading worker to ask (QueryReply.spares); they live as long
+   *  as the pool, so the next backup on it starts with some. */
+  readonly spareSegments: ArrayBuffer[] = [];
 
   constructor(init: WorkerInit, size = defaultWorkerCount()) {
     this.size = size;
@@ -114,7 +117,10 @@ export class WorkerPool {
     if (m.type === 'event') {
       const reply = (value: unknown) => {
         if (m.seq)
-          pw.worker.postMessage({ type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker);
+          pw.worker.postMessage(
+            { type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker,
+            (value as QueryReply | null)?.spares ?? [],
+          );
       };
       try {
         const r = p.onEvent?.(m.event);
@@ -250,6 +256,13 @@ export function acquirePool(init: WorkerInit, size = defaultWorkerCount()): Work
   shared.set(key, { pool, users: 1 });
   poolKeys.set(pool, key);
   return pool;
+}
+
+/** Emptied segment buffers the shared pools hold for reading workers (for tests). */
+export function spareSegmentCount(): number {
+  let n = 0;
+  for (const { pool } of shared.values()) n += pool.spareSegments.length;
+  return n;
 }
 
 /** Gives a pool back; `discard` (after a cancel or failure, tasks may be left waiting) closes it. */

@@ -185,6 +185,17 @@ function sealSegment(seg: ChunkSegment): SealedSegment {
   };
 }
 
+/**
+ * Segment buffers to fill again (SealedSegment.emptied, QueryReply.spares). A 2 MiB buffer of fresh memory
+ * costs 512 page faults as blocks are copied into it: in an incremental of a 2 GiB block file (~5,000
+ * changed 8 KiB blocks, `npm run bench:cbt`) that was the reading thread's largest cost.
+ */
+const spareSegments: ArrayBuffer[] = [];
+const MAX_SPARE_SEGMENTS = 8;
+function keepSpare(buf: ArrayBuffer, capacity: number): void {
+  if (buf.byteLength === capacity && spareSegments.length < MAX_SPARE_SEGMENTS) spareSegments.push(buf);
+}
+
 /** A segment being filled with a block file's blocks (see ChunkSegment). */
 class SegmentBuilder {
   readonly data: Buffer;
@@ -197,7 +208,9 @@ class SegmentBuilder {
     readonly capacity: number,
     maxBlocks: number,
   ) {
-    this.data = Buffer.allocUnsafeSlow(capacity);
+    const spare = spareSegments.findIndex((b) => b.byteLength === capacity);
+    this.data =
+      spare >= 0 ? Buffer.from(spareSegments.splice(spare, 1)[0]) : Buffer.allocUnsafeSlow(capacity);
     this.ids = Buffer.allocUnsafeSlow(32 * maxBlocks);
   }
   fits(len: number): boolean {
@@ -227,27 +240,42 @@ class SegmentBuilder {
       oneFile: true,
     };
   }
+  /** Gives the buffer back for another segment (none of its blocks are needed any more). */
+  recycle(): void {
+    keepSpare(this.data.buffer as ArrayBuffer, this.capacity);
+  }
 }
 
 /** Asks the main thread which of the segments' chunks the repository lacks (one dedup query) and stores
  *  those: moved raw to be sealed by any free worker, or sealed here. */
 async function storeSegmentsIfNew(taskId: number, segs: SegmentBuilder[]): Promise<void> {
   if (!segs.length) return;
-  const { store, handOver } = (await ask(taskId, {
+  const { store, handOver, spares } = (await ask(taskId, {
     kind: 'query',
     ids: segs.flatMap((s) => s.hex),
+    spares: Math.max(0, segs.length - spareSegments.length),
   })) as QueryReply;
+  for (const b of spares ?? []) keepSpare(b, segs[0].capacity);
   const out: ChunkSegment[] = [];
+  const taken: SegmentBuilder[] = [];
   let k = 0;
   for (const s of segs) {
     const base = k;
     k += s.count;
-    if (!store.slice(base, k).some(Boolean)) continue;
+    if (!store.slice(base, k).some(Boolean)) {
+      s.recycle(); // nothing new in it
+      continue;
+    }
     out.push(s.take((i) => store[base + i]));
+    taken.push(s);
   }
   if (!out.length) return;
   if (init.distributeSeal && handOver) await ask(taskId, { kind: 'segments', segments: out });
-  else await ask(taskId, { kind: 'sealedSegments', segments: out.map(sealSegment) });
+  else {
+    const sealed = out.map(sealSegment);
+    for (const s of taken) s.recycle(); // sealed here, into buffers of their own: free again
+    await ask(taskId, { kind: 'sealedSegments', segments: sealed });
+  }
 }
 
 /**
@@ -374,16 +402,17 @@ class SegmentQueue {
     this.current.add(id, hex, data);
     this.pendingBytes += data.length;
   }
-  /** Every segment with blocks in it, the one being filled too; the queue starts empty again. */
-  takeAll(): SegmentBuilder[] {
-    if (this.current.count) {
+  /** The full segments, and with `all` the one being filled too (else it stays, so that no buffer
+   *  moves between threads with a few blocks in it). */
+  take(all: boolean): SegmentBuilder[] {
+    if (all && this.current.count) {
       this.pending.push(this.current);
       this.current = this.fresh();
     }
-    const all = this.pending;
+    const taken = this.pending;
     this.pending = [];
-    this.pendingBytes = 0;
-    return all;
+    this.pendingBytes = this.current.used;
+    return taken;
   }
 }
 
@@ -402,37 +431,50 @@ function extentOf(p: BlockRun, B: number, size: number): Piece {
  * hashing wait for. `node --trace-opt`, bench:cbt's incremental: ~150 → ~90 ms compiling per run.
  */
 
-/** Which blocks to read (1) of a file of n blocks: all of them, or for an incremental the blocks the
- *  changed ranges touch and those the previous version does not have whole. */
-function blocksToRead(n: number, B: number, size: number, inc: BackupFileTask['incremental']): Uint8Array {
-  const need = new Uint8Array(n).fill(1);
-  if (!inc || inc.prevSize === undefined) return need;
+/** Which blocks to read of a file of n blocks, in ascending order: all of them (undefined), or for an
+ *  incremental the blocks the changed ranges touch and those the previous version does not have whole.
+ *  Built from the ranges, not from a flag per block: an incremental of a 2 GiB file reads ~5,000 of its
+ *  256 Ki blocks, and a loop over all of them ran ~15 ms before V8 had optimized it (`npm run bench:cbt`). */
+function blocksToRead(
+  n: number,
+  B: number,
+  size: number,
+  inc: BackupFileTask['incremental'],
+): Uint32Array | undefined {
+  if (!inc || inc.prevSize === undefined) return undefined;
   const oldSize = inc.prevSize;
   const prevCount = inc.prevCount ?? 0;
   const whole = Math.floor(Math.min(oldSize, size) / B); // blocks whole in both versions
-  need.fill(0, 0, Math.min(whole, prevCount, n));
-  if (oldSize === size && n > 0 && n === prevCount) need[n - 1] = 0; // same short last block
+  const list: number[] = [];
+  let tailEnd = n;
+  if (oldSize === size && n > 0 && n === prevCount) tailEnd = n - 1; // same short last block
+  for (let i = Math.min(whole, prevCount, n); i < tailEnd; i++) list.push(i);
   for (const r of inc.changed) {
     if (r.length <= 0) continue;
     const last = Math.min(n - 1, Math.floor((r.offset + r.length - 1) / B));
-    for (let i = Math.floor(r.offset / B); i <= last; i++) need[i] = 1;
+    for (let i = Math.floor(r.offset / B); i <= last; i++) list.push(i);
   }
-  return need;
+  const sorted = Uint32Array.from(list).sort();
+  let u = 0;
+  for (let i = 0; i < sorted.length; i++) if (i === 0 || sorted[i] !== sorted[u - 1]) sorted[u++] = sorted[i];
+  return sorted.subarray(0, u);
 }
 
-/** The blocks to read as runs of consecutive blocks of at most maxPiece bytes. */
-function piecesOf(need: Uint8Array, B: number, maxPiece: number): BlockRun[] {
-  const n = need.length;
+/** The blocks to read (all n when `blocks` is undefined) as runs of consecutive blocks of at most
+ *  maxPiece bytes. */
+function piecesOf(blocks: Uint32Array | undefined, n: number, B: number, maxPiece: number): BlockRun[] {
+  const per = Math.max(1, Math.floor(maxPiece / B));
   const pieces: BlockRun[] = [];
-  for (let i = 0; i < n;) {
-    if (!need[i]) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < n && need[j] && (j - i + 1) * B <= maxPiece) j++;
-    pieces.push({ first: i, count: j - i });
-    i = j;
+  if (!blocks) {
+    for (let i = 0; i < n; i += per) pieces.push({ first: i, count: Math.min(per, n - i) });
+    return pieces;
+  }
+  for (let k = 0; k < blocks.length;) {
+    const first = blocks[k];
+    let count = 1;
+    while (k + count < blocks.length && blocks[k + count] === first + count && count < per) count++;
+    pieces.push({ first, count });
+    k += count;
   }
   return pieces;
 }
@@ -455,29 +497,16 @@ function batchesOf(pieces: BlockRun[], B: number, limit: number): BlockRun[][] {
   return batches;
 }
 
-/** The numbers of the blocks read and their IDs, in order (an incremental's result). */
-function idsRead(need: Uint8Array, ids: Buffer): { readBlocks: Uint32Array; readIds: Buffer } {
-  let count = 0;
-  for (let i = 0; i < need.length; i++) count += need[i];
-  const readBlocks = new Uint32Array(count);
-  const readIds = Buffer.allocUnsafeSlow(count * ID_BYTES);
-  for (let i = 0, k = 0; i < need.length; i++) {
-    if (!need[i]) continue;
-    readBlocks[k] = i;
-    ids.copy(readIds, k * ID_BYTES, i * ID_BYTES, (i + 1) * ID_BYTES);
-    k++;
-  }
-  return { readBlocks, readIds };
-}
-
 /**
- * Hashes the blocks of one batch of reads into `segs`, noting each block's ID and length at its place.
+ * Hashes the blocks of one batch of reads into `segs`, noting each block's ID and length in `ids` and
+ * `lens` in the order the blocks are read, from index `at` (the blocks of the batches before it).
  * Returns the bytes read and whether a piece came back short (the file shrank while it was read).
  */
 function hashBlocks(
   segs: SegmentQueue,
   ids: Buffer,
   lens: Int32Array,
+  at: number,
   B: number,
   size: number,
   pieces: BlockRun[],
@@ -496,12 +525,12 @@ function hashBlocks(
     pos += asked[j].length;
     if (n < want) short = true;
     read += n;
-    for (let k = 0; k < piece.count; k++) {
+    for (let k = 0; k < piece.count; k++, at++) {
       const data = buf.subarray(k * B, Math.min(buf.length, (k + 1) * B));
       if (!data.length) break;
       const id = blobId(idKey, data);
-      id.copy(ids, (piece.first + k) * ID_BYTES);
-      lens[piece.first + k] = data.length;
+      id.copy(ids, at * ID_BYTES);
+      lens[at] = data.length;
       segs.add(id, id.toString('hex'), data);
     }
   }
@@ -524,10 +553,12 @@ async function backupFileBlocks(
   const B = task.blockSize!;
   const size = task.size;
   const n = Math.ceil(size / B);
-  const ids = Buffer.allocUnsafeSlow(n * ID_BYTES); // the IDs of the blocks read, at their places
-  const lens = new Int32Array(n); // bytes of each block read now
   const inc = task.incremental;
-  const need = blocksToRead(n, B, size, inc);
+  const blocks = blocksToRead(n, B, size, inc); // undefined: all n
+  const toRead = blocks ? blocks.length : n;
+  // the IDs and lengths of the blocks read, in the order they are read (for a whole file: at their places)
+  const ids = Buffer.allocUnsafeSlow(toRead * ID_BYTES);
+  const lens = new Int32Array(toRead);
   // The blocks to read, as pieces of consecutive blocks of at most maxPiece bytes, in batches of at most
   // PIECE bytes (below).
   const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);
@@ -535,7 +566,7 @@ async function backupFileBlocks(
   // read-ahead, two 4 MiB reads at a time took 1.8–2.0 s for a whole 2 GiB file, 1 MiB pieces 1.56–1.59 s
   // (through the page cache: ~1.53 s; `npm run bench:cbt`, the whole-file incremental).
   const maxPiece = src.direct ? Math.max(B, Math.min(PIECE, 1024 * 1024)) : PIECE;
-  const pieces = piecesOf(need, B, maxPiece);
+  const pieces = piecesOf(blocks, n, B, maxPiece);
   let bytesRead = 0;
   let short = false;
   let unreported = 0;
@@ -549,8 +580,8 @@ async function backupFileBlocks(
   const segs = new SegmentQueue(Math.max(2 * 1024 * 1024, B), B);
   const storing = new Set<Promise<void>>();
   let storeError: unknown;
-  const flush = async () => {
-    const batch = segs.takeAll();
+  const flush = async (all = false) => {
+    const batch = segs.take(all);
     if (batch.length) {
       const p: Promise<void> = storeSegmentsIfNew(taskId, batch)
         .catch((err) => {
@@ -563,7 +594,7 @@ async function backupFileBlocks(
     if (storeError) throw storeError;
   };
   const flushAll = async () => {
-    await flush();
+    await flush(true);
     while (storing.size) await Promise.race(storing);
     if (storeError) throw storeError;
   };
@@ -571,6 +602,9 @@ async function backupFileBlocks(
   // reads in flight (scattered blocks need a deep queue: random reads one at a time are slow), two
   // batches at once, so the next batch is being read while this thread hashes the one before.
   const batches = batchesOf(pieces, B, PIECE);
+  const batchAt = new Int32Array(batches.length); // the index (in `ids`) of each batch's first block
+  for (let i = 1; i < batches.length; i++)
+    batchAt[i] = batchAt[i - 1] + batches[i - 1].reduce((c, p) => c + p.count, 0);
   // Direct reads ask for whole 4 KiB units: only a file's last block can be shorter, and past the end of
   // the file a direct read stops short like any other.
   const asked = (p: Piece): Piece =>
@@ -611,7 +645,7 @@ async function backupFileBlocks(
       }
       reads.shift();
       issue();
-      const hashed = hashBlocks(segs, ids, lens, B, size, batches[bi], askedPieces, buffer, got);
+      const hashed = hashBlocks(segs, ids, lens, batchAt[bi], B, size, batches[bi], askedPieces, buffer, got);
       if (hashed.short) short = true; // shrank while we read: reported as changed below
       const batchRead = hashed.read;
       spareReads.push(buffer); // its blocks are copied into segments: free for the next batch
@@ -632,12 +666,11 @@ async function backupFileBlocks(
   const after = await statAfter(src.fh);
   const changedWhileReading = short || after.size !== size || !sameMtime(after.mtimeMs, task.mtimeMs);
   if (!short) {
-    if (!inc) return { content: [], blockIds: ids, bytesRead, size, changedWhileReading, blobs: [] };
-    const { readBlocks, readIds } = idsRead(need, ids);
+    if (!blocks) return { content: [], blockIds: ids, bytesRead, size, changedWhileReading, blobs: [] };
     return {
       content: [],
-      blockIds: readIds,
-      readBlocks,
+      blockIds: ids,
+      readBlocks: blocks,
       blockCount: n,
       bytesRead,
       size,
@@ -983,6 +1016,8 @@ port.on('message', (msg: ToWorker) => {
     if (task.op === 'listDir') return { result: listDir(task), transfer: [] };
     if (task.op === 'sealSegment') {
       const r = sealSegment(task.segment);
+      // a block file's raw segment goes back to be filled again (see spareSegments)
+      if (task.segment.oneFile) r.emptied = task.segment.data.buffer as ArrayBuffer;
       return { result: r, transfer: segmentBuffers(r) };
     }
     if (task.op === 'seal') {
