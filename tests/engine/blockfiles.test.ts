@@ -11,7 +11,13 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
-import { blockPolicy, fixedBlockSize, MAX_BLOCKS } from '../../src/main/engine/backup/blockFiles.js';
+import {
+  DEFAULT_BLOCK_FILE_PATTERNS,
+  blockPolicy,
+  fixedBlockSize,
+  MAX_BLOCKS,
+} from '../../src/main/engine/backup/blockFiles.js';
+import { minimatch } from 'minimatch';
 import { contentCount, contentIds, decodeTree, encodeTree } from '../../src/main/engine/repo/tree.js';
 import type { TreeNode } from '../../src/main/engine/repo/types.js';
 import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
@@ -88,6 +94,29 @@ describe('fixed-size blocks for files written in place', () => {
     expect(blockPolicy(false)).toBeUndefined();
     expect(blockPolicy(undefined)).toBeUndefined(); // off unless asked for
     expect(blockPolicy({})!('disk.qcow2', 64 * MiB)).toBe(8192); // the default patterns and size
+  });
+
+  it('matches "*.ext" patterns by suffix exactly as minimatch does, and other globs with minimatch', () => {
+    const names = [
+      '.db',
+      'x.DB',
+      'a.db.bak',
+      'db',
+      'x.sqlite3',
+      'x.sqlite',
+      'disk-01.img',
+      'disk-1.img',
+      'vm.raw',
+    ];
+    const patterns = [...DEFAULT_BLOCK_FILE_PATTERNS, 'disk-??.img', '[Vv]m*.raw'];
+    const policy = blockPolicy({ patterns, minSize: 0 })!;
+    for (const name of names) {
+      const expected = patterns.some((p) => minimatch(name, p, { nocase: true, dot: true, matchBase: true }));
+      expect(policy(name, 1) !== undefined, name).toBe(expected);
+    }
+    expect(policy('disk-01.img', 1)).toBe(8192);
+    expect(policy('vm.raw', 1)).toBe(8192);
+    expect(blockPolicy({ patterns: ['disk-??.img'], minSize: 0 })!('disk-1.img', 1)).toBeUndefined();
   });
 
   for (const [name, edit] of Object.entries(scenarios)) {

@@ -61,9 +61,18 @@ export function blockPolicy(
   const patterns = opts.patterns ?? DEFAULT_BLOCK_FILE_PATTERNS;
   if (!patterns.length) return undefined;
   const minSize = opts.minSize ?? DEFAULT_BLOCK_FILE_MIN_SIZE;
-  const matchers = patterns.map(
-    (p) => new minimatch.Minimatch(p, { nocase: true, dot: true, matchBase: true }),
-  );
-  return (name, size) =>
-    size >= minSize && matchers.some((m) => m.match(name)) ? fixedBlockSize(size) : undefined;
+  // "*.ext" (every default pattern) is a suffix test; minimatch, for any other glob, compiles each pattern
+  // on its first match: the 24 defaults took ~8 ms of the event loop in every backup (`npm run bench:cbt`)
+  const suffixes: string[] = [];
+  const matchers: minimatch.Minimatch[] = [];
+  for (const p of patterns) {
+    const simple = /^\*(\.[^*?[\]{}()!+@\\/]+)$/.exec(p);
+    if (simple) suffixes.push(simple[1].toLowerCase());
+    else matchers.push(new minimatch.Minimatch(p, { nocase: true, dot: true, matchBase: true }));
+  }
+  const matches = (name: string) => {
+    const lower = name.toLowerCase();
+    return suffixes.some((s) => lower.endsWith(s)) || matchers.some((m) => m.match(name));
+  };
+  return (name, size) => (size >= minSize && matches(name) ? fixedBlockSize(size) : undefined);
 }
