@@ -253,7 +253,7 @@ async function storeSegmentsIfNew(taskId: number, segs: SegmentBuilder[]): Promi
   const { store, handOver, spares } = (await ask(taskId, {
     kind: 'query',
     ids: segs.flatMap((s) => s.hex),
-    spares: Math.max(0, segs.length - spareSegments.length),
+    spares: MAX_SPARE_SEGMENTS - spareSegments.length, // as many as it may keep
   })) as QueryReply;
   for (const b of spares ?? []) keepSpare(b, segs[0].capacity);
   const out: ChunkSegment[] = [];
