@@ -64,7 +64,7 @@ export function blockPolicy(
   // "*.ext" (every default pattern) is a suffix test; minimatch, for any other glob, compiles each pattern
   // on its first match: the 24 defaults took ~8 ms of the event loop in every backup (`npm run bench:cbt`)
   const suffixes: string[] = [];
-  const matchers: minimatch.Minimatch[] = [];
+  const matchers: InstanceType<typeof minimatch.Minimatch>[] = [];
   for (const p of patterns) {
     const simple = /^\*(\.[^*?[\]{}()!+@\\/]+)$/.exec(p);
     if (simple) suffixes.push(simple[1].toLowerCase());
