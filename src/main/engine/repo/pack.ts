@@ -105,7 +105,7 @@ export class PackBuilder {
 
   constructor(
     private readonly key: MasterKey,
-    readonly targetSize = DEFAULT_PACK_SIZE,
+    public targetSize = DEFAULT_PACK_SIZE,
   ) {}
 
   get count(): number {
