@@ -525,14 +525,15 @@ function hashBlocks(
     pos += asked[j].length;
     if (n < want) short = true;
     read += n;
-    for (let k = 0; k < piece.count; k++, at++) {
+    for (let k = 0; k < piece.count; k++) {
       const data = buf.subarray(k * B, Math.min(buf.length, (k + 1) * B));
-      if (!data.length) break;
+      if (!data.length) break; // its slots keep length 0 (a file that shrank: see the caller)
       const id = blobId(idKey, data);
-      id.copy(ids, at * ID_BYTES);
-      lens[at] = data.length;
+      id.copy(ids, (at + k) * ID_BYTES);
+      lens[at + k] = data.length;
       segs.add(id, id.toString('hex'), data);
     }
+    at += piece.count; // the next piece's slots, however much of this one came back
   }
   return { read, short };
 }
