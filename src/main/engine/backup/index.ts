@@ -278,9 +278,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         return {
           store: ev.ids.map((id) => repo.claimBlob(id)),
           handOver: pool!.withoutFiles > 0,
-          ...(ev.spares && pool!.spareSegments.length
-            ? { spares: pool!.spareSegments.splice(0, ev.spares) }
-            : {}),
+          spares: pool!.takeSpareSegments(ev.spares),
         } satisfies QueryReply;
       if (ev.kind === 'raw') {
         sealChunks(ev.chunks);
@@ -308,7 +306,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied), and keeps the
      *  raw segment's buffer for the next reading worker that asks (QueryReply.spares). */
     const storeSegment = (s: SealedSegment) => {
-      if (s.emptied && pool!.spareSegments.length < 8) pool!.spareSegments.push(s.emptied);
+      pool!.keepSpareSegment(s.emptied);
       return storeBlobs(
         Array.from(s.lengths, (_, k) => sealedBlobOf(s, k)),
         false,

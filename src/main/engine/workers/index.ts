@@ -85,6 +85,16 @@ export class WorkerPool {
    *  as the pool, so the next backup on it starts with some. */
   readonly spareSegments: ArrayBuffer[] = [];
 
+  /** Keeps an emptied segment buffer (SealedSegment.emptied) for a reading worker, up to eight. */
+  keepSpareSegment(buf: ArrayBuffer | undefined): void {
+    if (buf && this.spareSegments.length < 8) this.spareSegments.push(buf);
+  }
+
+  /** Up to n kept segment buffers, for a reading worker's QueryReply.spares (moved to it). */
+  takeSpareSegments(n: number | undefined): ArrayBuffer[] | undefined {
+    return n && this.spareSegments.length ? this.spareSegments.splice(0, n) : undefined;
+  }
+
   constructor(init: WorkerInit, size = defaultWorkerCount()) {
     this.size = size;
     const entry = workerEntry();
