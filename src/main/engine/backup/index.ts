@@ -216,6 +216,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       },
       workers,
     );
+    // sealed segments' buffers go back to the workers once their blobs are written (Repository.returnBuffers)
+    const workerPool = pool;
+    repo.returnBuffers((ab) => workerPool.keepSpareSealed(ab));
     await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
@@ -279,6 +282,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           store: ev.ids.map((id) => repo.claimBlob(id)),
           handOver: pool!.withoutFiles > 0,
           spares: pool!.takeSpareSegments(ev.spares),
+          scratch: pool!.takeSpareSealed(2),
         } satisfies QueryReply;
       if (ev.kind === 'raw') {
         sealChunks(ev.chunks);
@@ -296,21 +300,22 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         await sealBudget.wait();
         return null;
       }
-      if (ev.kind === 'sealedSegments') {
-        for (const s of ev.segments) await storeSegment(s);
-        return null;
-      }
-      await storeBlobs(ev.blobs, false);
+      for (const s of ev.segments) await storeSegment(s); // sealedSegments
       return null;
     };
     /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied), and keeps the
      *  raw segment's buffer for the next reading worker that asks (QueryReply.spares). */
-    const storeSegment = (s: SealedSegment) => {
+    const storeSegment = async (s: SealedSegment) => {
       pool!.keepSpareSegment(s.emptied);
-      return storeBlobs(
-        Array.from(s.lengths, (_, k) => sealedBlobOf(s, k)),
-        false,
-      );
+      repo.holdBuffer(s.data.buffer);
+      try {
+        await storeBlobs(
+          Array.from(s.lengths, (_, k) => sealedBlobOf(s, k)),
+          false,
+        );
+      } finally {
+        repo.releaseBuffer(s.data.buffer);
+      }
     };
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
     // compression spreads over all cores); bytes waiting for that are bounded, which pauses readers.
@@ -348,11 +353,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         const n = bytes;
         group = [];
         bytes = 0;
-        dispatchSeal<SealedBlobMsg[]>(
+        dispatchSeal<SealedSegment>(
           { op: 'seal', chunks: g },
           n,
           g.map((c) => c.data.buffer as ArrayBuffer),
-          (blobs) => storeBlobs(blobs, false),
+          storeSegment,
         );
       };
       for (const c of chunks) {
@@ -398,8 +403,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           const sealed = r.sealed;
           batch.forEach((b, i) => {
             const f = r.files[i];
-            // the file's blobs, as views of the task's one sealed buffer
-            if (!f.error && f.blobRefs && sealed) f.blobs = f.blobRefs.map((k) => sealedBlobOf(sealed, k));
+            // the file's blobs, as views of the task's one sealed buffer, held until readFile stored them
+            if (!f.error && f.blobRefs?.length && sealed) {
+              f.blobs = f.blobRefs.map((k) => sealedBlobOf(sealed, k));
+              repo.holdBuffer(sealed.data.buffer);
+            }
             b.resolve(f);
           });
         } catch (err) {
@@ -534,7 +542,11 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
               `${show(abs)}: block-level tracking: read ${r.bytesRead} of ${node.size ?? 0} bytes (${inc.changed.length} changed ranges)`,
             );
         }
-        await storeBlobs(r.blobs, true);
+        try {
+          await storeBlobs(r.blobs, true);
+        } finally {
+          if (small && r.blobs.length) repo.releaseBuffer(r.blobs[0].sealed.buffer); // held by flushSmall
+        }
         progress.filesRead++;
         if (r.changedWhileReading) {
           skip(
@@ -951,6 +963,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     throw err;
   } finally {
     clearInterval(ticker);
+    repo.returnBuffers(); // a failed run's held buffers are simply collected
     if (pool) await releasePool(pool, !succeeded);
     await lock.release().catch(() => {});
   }

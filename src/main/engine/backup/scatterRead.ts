@@ -132,11 +132,12 @@ export async function readFiles(
   paths: Uint8Array[],
   limits: number[],
   depth: number,
-  opts: { native?: boolean } = {},
+  opts: { native?: boolean; into?: Buffer } = {},
 ): Promise<{ buffer: Buffer; files: FileRead[] }> {
   let total = 0;
   for (const l of limits) total += l;
-  const buffer = Buffer.allocUnsafeSlow(Math.max(1, total));
+  if (opts.into && opts.into.length < total) throw new RangeError('readFiles: `into` is too small');
+  const buffer = opts.into ?? Buffer.allocUnsafeSlow(Math.max(1, total));
   const files: FileRead[] = [];
   const useNative = (opts.native ?? true) && !!addon?.readFiles;
   if (useNative && !paths.some((p) => p.includes(0))) {

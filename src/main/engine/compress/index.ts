@@ -109,21 +109,44 @@ let decompressScratch: Buffer | undefined;
 /** Larger buffers (the blocks of multi-terabyte block files) are allocated per call, not kept per thread. */
 const KEEP_SCRATCH = 8 * 1024 * 1024;
 
+/**
+ * The thread's compression context for inputs of this size: one for small inputs (small files, a block
+ * file's blocks) and one for the rest. zstd sizes a context's tables to its input and frees and maps them
+ * again when the input size keeps changing; mixing 8 KiB files with 1 MiB chunks in one context cost ~34,000
+ * page faults (tables zeroed in fresh memory) of a full backup of `npm run bench`'s dataset.
+ */
+function cctxFor(level: number, size: number): InstanceType<Binding['CCtx']> {
+  const key = size < 128 * 1024 ? -level : level;
+  cctxs ??= new Map();
+  let c = cctxs.get(key);
+  if (!c) {
+    c = new zstd.CCtx();
+    c.setParameter(zstd.CParameter.compressionLevel, level);
+    cctxs.set(key, c);
+  }
+  return c;
+}
+
+/** Upper bound of compressInto's output for `size` bytes of input. */
+export const compressBound = (size: number): number => zstd.compressBound(size);
+
+/**
+ * Compresses `data` at `level` into `out` (which needs compressBound(data.length) bytes) with the
+ * thread's context; returns the compressed length, or 0 when compression does not pay (store it raw).
+ */
+export function compressInto(data: Uint8Array, level: number, out: Uint8Array): number {
+  if (level <= 0 || data.length < 64) return 0;
+  // Compressed in full, then judged: giving zstd only the bytes the saving allows made it fail with an
+  // exception on every incompressible block, which cost more than the compression (5,200 random 8 KiB
+  // blocks: 55 ms vs 28 ms; random 1 MiB chunks: no slower in full).
+  const n = cctxFor(level, data.length).compress2(out, data);
+  return n > Math.floor(data.length * (1 - MIN_SAVING)) ? 0 : n;
+}
+
 /** maybeCompress into the thread's reusable buffer (valid until the next call on this thread). */
 export function maybeCompressTransient(data: Uint8Array, level: number): Compressed {
   const raw = () => ({ data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), compressed: false });
   if (level <= 0 || data.length < 64) return raw();
-  cctxs ??= new Map();
-  let c = cctxs.get(level);
-  if (!c) {
-    c = new zstd.CCtx();
-    c.setParameter(zstd.CParameter.compressionLevel, level);
-    cctxs.set(level, c);
-  }
-  // Compressed in full, then judged: giving zstd only the bytes the saving allows made it fail with an
-  // exception on every incompressible block, which cost more than the compression (5,200 random 8 KiB
-  // blocks: 55 ms vs 28 ms; random 1 MiB chunks: no slower in full).
-  const limit = Math.floor(data.length * (1 - MIN_SAVING));
   const bound = zstd.compressBound(data.length);
   let out: Buffer;
   if (bound > KEEP_SCRATCH)
@@ -132,8 +155,8 @@ export function maybeCompressTransient(data: Uint8Array, level: number): Compres
     if (!compressScratch || compressScratch.length < bound) compressScratch = Buffer.allocUnsafe(bound);
     out = compressScratch;
   }
-  const n = c.compress2(out.subarray(0, bound), data);
-  if (n > limit) return raw(); // compression does not pay
+  const n = compressInto(data, level, out.subarray(0, bound));
+  if (!n) return raw(); // compression does not pay
   return { data: out.subarray(0, n), compressed: true };
 }
 

@@ -247,7 +247,12 @@ export class Repository {
       b = new PackBuilder(this.key, this.packTarget(type));
       this.builders.set(type, b);
     }
-    b.add(id, type, compressed, rawLength, sealed);
+    if (b.add(id, type, compressed, rawLength, sealed) && this.returning?.refs.has(sealed.buffer)) {
+      this.holdBuffer(sealed.buffer);
+      let held = this.returning.held.get(b);
+      if (!held) this.returning.held.set(b, (held = []));
+      held.push(sealed.buffer);
+    }
     this.stats.packedBytes += sealed.length;
     this.stats.newBlobs++;
     this.stats.newBytes += rawLength;
@@ -291,13 +296,52 @@ export class Repository {
     return id;
   }
 
+  /**
+   * Buffers handed back once nothing refers to them (the sealed segments a backup's workers send, whose
+   * memory they seal into again: WorkerPool.keepSpareSealed). The caller holds a buffer while it adds the
+   * blobs in it (holdBuffer … releaseBuffer); each pack part in it holds it until that pack is written.
+   * A buffer never held is never handed back; one whose holds were lost (a failed backup) is collected.
+   */
+  private returning?: {
+    refs: Map<ArrayBufferLike, number>;
+    held: Map<PackBuilder, ArrayBufferLike[]>;
+    give: (ab: ArrayBuffer) => void;
+  };
+
+  /** Starts (or with no argument ends) handing back buffers whose blobs are all written. */
+  returnBuffers(give?: (ab: ArrayBuffer) => void): void {
+    this.returning = give ? { refs: new Map(), held: new Map(), give } : undefined;
+  }
+
+  holdBuffer(ab: ArrayBufferLike): void {
+    const r = this.returning;
+    if (r) r.refs.set(ab, (r.refs.get(ab) ?? 0) + 1);
+  }
+
+  releaseBuffer(ab: ArrayBufferLike): void {
+    const r = this.returning;
+    const n = r?.refs.get(ab);
+    if (!r || n === undefined) return;
+    if (n > 1) r.refs.set(ab, n - 1);
+    else {
+      r.refs.delete(ab);
+      if (ab instanceof ArrayBuffer) r.give(ab);
+    }
+  }
+
   private async uploadPack(b: PackBuilder): Promise<void> {
     if (b.count === 0) return;
     // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
     // pack (a full pack never grows, and no caller uploads an empty one).
     const { id, parts, size, blobs } = b.finish();
+    const held = this.returning?.held.get(b);
+    this.returning?.held.delete(b);
+    const release = () => held?.forEach((ab) => this.releaseBuffer(ab));
     while (this.uploads.size >= MAX_UPLOADS) await Promise.race(this.uploads);
-    if (this.uploadError) throw this.uploadError;
+    if (this.uploadError) {
+      release();
+      throw this.uploadError;
+    }
     const p = savePack(this.backend, id, parts)
       .then(() => {
         this.stats.storedBytes += size;
@@ -306,7 +350,10 @@ export class Repository {
       .catch((err) => {
         this.uploadError ??= addContext(`writing pack ${id.slice(0, 12)}`, err);
       })
-      .finally(() => this.uploads.delete(p));
+      .finally(() => {
+        release(); // the pack's bytes are written (or failed): its parts are free
+        this.uploads.delete(p);
+      });
     this.uploads.add(p);
   }
 

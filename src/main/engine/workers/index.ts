@@ -71,6 +71,12 @@ const WORKER_YOUNG_GENERATION_MB = 2;
 /** What reading files weighs, in CPU tasks, when a pure CPU task picks its worker (see run). */
 const FILE_LOAD = 2;
 
+/** Sealed-segment buffers kept for the workers (keepSpareSealed): two per task that seals (a worker keeps
+ *  up to four, see pipelineWorker's scratch). */
+const MAX_SPARE_SEALED = 16;
+const MAX_SPARE_SEALED_BYTES = 64 * 1024 * 1024;
+const SPARES_PER_TASK = 2;
+
 export function defaultWorkerCount(): number {
   return Math.max(1, Math.min(8, os.availableParallelism?.() ?? os.cpus().length));
 }
@@ -93,6 +99,31 @@ export class WorkerPool {
   /** Up to n kept segment buffers, for a reading worker's QueryReply.spares (moved to it). */
   takeSpareSegments(n: number | undefined): ArrayBuffer[] | undefined {
     return n && this.spareSegments.length ? this.spareSegments.splice(0, n) : undefined;
+  }
+
+  /** Emptied buffers of sealed segments (all their blobs written: Repository.returnBuffers), moved to the
+   *  workers with their next tasks to seal into again. */
+  private readonly spareSealed: ArrayBuffer[] = [];
+  private spareSealedBytes = 0;
+
+  /** Keeps the buffer of a sealed segment whose blobs are all written, for a worker's next task. */
+  keepSpareSealed(buf: ArrayBuffer): void {
+    if (this.spareSealed.length >= MAX_SPARE_SEALED) return;
+    if (this.spareSealedBytes + buf.byteLength > MAX_SPARE_SEALED_BYTES) return;
+    this.spareSealed.push(buf);
+    this.spareSealedBytes += buf.byteLength;
+  }
+
+  get spareSealedCount(): number {
+    return this.spareSealed.length;
+  }
+
+  /** Up to n kept sealed-segment buffers, to move to a worker (ToWorker.spares, QueryReply.scratch). */
+  takeSpareSealed(n: number): ArrayBuffer[] | undefined {
+    if (!this.spareSealed.length) return undefined;
+    const taken = this.spareSealed.splice(0, n);
+    for (const b of taken) this.spareSealedBytes -= b.byteLength;
+    return taken;
   }
 
   constructor(init: WorkerInit, size = defaultWorkerCount()) {
@@ -127,10 +158,10 @@ export class WorkerPool {
     if (m.type === 'event') {
       const reply = (value: unknown) => {
         if (m.seq)
-          pw.worker.postMessage(
-            { type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker,
-            (value as QueryReply | null)?.spares ?? [],
-          );
+          pw.worker.postMessage({ type: 'reply', taskId: m.taskId, seq: m.seq, value } satisfies ToWorker, [
+            ...((value as QueryReply | null)?.spares ?? []),
+            ...((value as QueryReply | null)?.scratch ?? []),
+          ]);
       };
       try {
         const r = p.onEvent?.(m.event);
@@ -190,6 +221,8 @@ export class WorkerPool {
     const taskId = this.nextId++;
     pw.inflight++;
     if (cpu) pw.cpu++;
+    const spares =
+      task.op !== 'decode' && task.op !== 'listDir' ? this.takeSpareSealed(SPARES_PER_TASK) : undefined;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(taskId, {
         resolve: resolve as (v: unknown) => void,
@@ -198,7 +231,10 @@ export class WorkerPool {
         worker: pw,
         cpu,
       });
-      pw.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker, transfer);
+      pw.worker.postMessage(
+        { type: 'task', taskId, task, spares } satisfies ToWorker,
+        spares ? [...transfer, ...spares] : transfer,
+      );
     });
   }
 
@@ -266,6 +302,13 @@ export function acquirePool(init: WorkerInit, size = defaultWorkerCount()): Work
   shared.set(key, { pool, users: 1 });
   poolKeys.set(pool, key);
   return pool;
+}
+
+/** Sealed-segment buffers the shared pools hold for their workers to seal into (for tests). */
+export function spareSealedCount(): number {
+  let n = 0;
+  for (const { pool } of shared.values()) n += pool.spareSealedCount;
+  return n;
 }
 
 /** Emptied segment buffers the shared pools hold for reading workers (for tests). */

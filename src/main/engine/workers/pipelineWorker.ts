@@ -30,7 +30,8 @@ import {
   CompressionProbe,
   maybeCompressTransient,
   decompressTransient,
-  type Compressed,
+  compressBound,
+  compressInto,
 } from '../compress/index.js';
 import { readFiles, readScattered, type Piece } from '../backup/scatterRead.js';
 import { BlockSource, SourceReader } from '../backup/sourceRead.js';
@@ -76,6 +77,43 @@ function giveBlock(buf: Buffer): void {
   if (buf.length === READ_BLOCK && freeBlocks.length < 4) freeBlocks.push(buf);
 }
 
+/**
+ * Buffers of whole MiBs to seal into and to read small files into, used again instead of freed. A fresh
+ * multi-MiB buffer is fresh memory from the kernel (the engine maps large allocations and unmaps them when
+ * freed): AES writing sealed blobs into new buffers, reading small files into new ones and unmapping them
+ * afterwards were ~0.5 CPU-s of a full backup of `npm run bench`'s dataset (perf: 346,000 page faults, now
+ * ~180,000). A sealed segment's buffer comes back from the main thread once every pack holding its blobs is
+ * written (Repository.returnBuffers, WorkerPool.keepSpareSealed), with a later task (ToWorker.spares) or
+ * dedup answer (QueryReply.scratch); a small-file batch's read buffer is free as soon as it is sealed.
+ */
+const scratch: ArrayBuffer[] = [];
+const MAX_SCRATCH = 4;
+const MiB = 1024 * 1024;
+/** The capacity a buffer of `size` bytes gets: whole MiBs from half a MiB on, the exact size below. */
+const capacityFor = (size: number) => (size < MiB / 2 ? Math.max(1, size) : Math.ceil(size / MiB) * MiB);
+/** A buffer of `size` bytes and an ArrayBuffer of its own (it may move to another thread): a kept one at
+ *  most twice the capacity it needs, or a new one. */
+function takeScratch(size: number): Buffer {
+  const want = capacityFor(size);
+  let best = -1;
+  if (want >= MiB)
+    for (let i = 0; i < scratch.length; i++) {
+      const n = scratch[i].byteLength;
+      if (n >= want && n <= 2 * want && (best < 0 || n < scratch[best].byteLength)) best = i;
+    }
+  const ab = best >= 0 ? scratch.splice(best, 1)[0] : (Buffer.allocUnsafeSlow(want).buffer as ArrayBuffer);
+  return Buffer.from(ab, 0, size);
+}
+/** Keeps a buffer nothing refers to any more (the smallest go when there are too many). */
+function giveScratch(ab: ArrayBuffer | undefined): void {
+  if (!ab || ab.byteLength < MiB || ab.byteLength % MiB !== 0 || scratch.includes(ab)) return;
+  scratch.push(ab);
+  if (scratch.length > MAX_SCRATCH) {
+    scratch.sort((a, b) => b.byteLength - a.byteLength);
+    scratch.length = MAX_SCRATCH;
+  }
+}
+
 if (init.lowPriority) {
   try {
     os.setPriority(0, 19); // this thread only (Linux: setpriority on the calling thread)
@@ -92,15 +130,13 @@ function ask(taskId: number, event: TaskEvent): Promise<unknown> {
   const seq = ++seqCounter;
   return new Promise((resolve) => {
     waiting.set(`${taskId}:${seq}`, resolve);
-    // sealed blobs and raw chunks each own their ArrayBuffer: moved, not copied
+    // raw chunks and segments each own their ArrayBuffers: moved, not copied
     const transfer =
-      event.kind === 'blobs'
-        ? event.blobs.map((b) => b.sealed.buffer as ArrayBuffer)
-        : event.kind === 'raw'
-          ? event.chunks.map((c) => c.data.buffer as ArrayBuffer)
-          : event.kind === 'segments' || event.kind === 'sealedSegments'
-            ? event.segments.flatMap(segmentBuffers)
-            : [];
+      event.kind === 'raw'
+        ? event.chunks.map((c) => c.data.buffer as ArrayBuffer)
+        : event.kind === 'segments' || event.kind === 'sealedSegments'
+          ? event.segments.flatMap(segmentBuffers)
+          : [];
     port.postMessage({ type: 'event', taskId, seq, event } satisfies FromWorker, transfer);
   });
 }
@@ -141,39 +177,61 @@ function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
 
 /** Compresses and seals a segment of chunks into one buffer. */
 function sealSegment(seg: ChunkSegment): SealedSegment {
-  const n = seg.lengths.length;
-  let cap = 0;
-  for (let i = 0; i < n; i++) cap += seg.lengths[i] + OVERHEAD; // stored raw when compression does not pay
-  let out = Buffer.allocUnsafeSlow(cap);
   const data = Buffer.from(seg.data.buffer, seg.data.byteOffset, seg.data.byteLength);
   const ids = Buffer.from(seg.ids.buffer, seg.ids.byteOffset, seg.ids.byteLength);
-  const offsets = new Uint32Array(n);
-  const lengths = new Uint32Array(n);
+  return sealEach(
+    seg.lengths.length,
+    (i) => data.subarray(seg.offsets[i], seg.offsets[i] + seg.lengths[i]),
+    ids,
+    !!seg.oneFile,
+  );
+}
+
+/** Compresses and seals chunks (views, wherever they are) into one buffer, as a sealed segment: one
+ *  allocation and one move between threads, not one per chunk. */
+function sealChunks(chunks: { id: Uint8Array; data: Uint8Array }[]): SealedSegment {
+  const ids = Buffer.allocUnsafe(32 * chunks.length);
+  chunks.forEach((c, k) => ids.set(c.id, 32 * k));
+  const views = chunks.map((c) => Buffer.from(c.data.buffer, c.data.byteOffset, c.data.byteLength));
+  return sealEach(chunks.length, (i) => views[i], ids, false);
+}
+
+/** Seals n chunks (`plainOf(i)`, ID ids[32i, 32i + 32)) into one buffer; see CompressionProbe for oneFile.
+ *  The chunks are compressed first, into the thread's staging buffer, so that the sealed buffer has just
+ *  the size it needs (no copy to shrink it, no room pinned until its pack is written). */
+function sealEach(n: number, plainOf: (i: number) => Buffer, ids: Buffer, oneFile: boolean): SealedSegment {
+  let bound = 0;
+  for (let i = 0; i < n; i++) bound += compressBound(plainOf(i).length);
+  const stage = stageOf(bound);
+  const packed = new Uint32Array(n); // compressed length in the stage, 0: stored raw
   const rawLengths = new Uint32Array(n);
   const compressed = new Uint8Array(n);
-  let pos = 0;
-  const probe = seg.oneFile ? new CompressionProbe() : undefined;
+  const probe = oneFile ? new CompressionProbe() : undefined;
+  let at = 0;
+  let cap = 0;
   for (let i = 0; i < n; i++) {
-    const plain = data.subarray(seg.offsets[i], seg.offsets[i] + seg.lengths[i]);
-    let c: Compressed;
+    const plain = plainOf(i);
+    rawLengths[i] = plain.length;
     if (!probe || probe.shouldTry()) {
-      c = maybeCompressTransient(plain, init.compressionLevel);
-      probe?.record(c.compressed);
-    } else c = { data: plain, compressed: false };
-    const len = sealInto(encKey, c.data, ids.subarray(32 * i, 32 * i + 32), out, pos);
+      packed[i] = compressInto(plain, init.compressionLevel, stage.subarray(at));
+      probe?.record(packed[i] > 0);
+    }
+    compressed[i] = packed[i] > 0 ? 1 : 0;
+    cap += (packed[i] || plain.length) + OVERHEAD;
+    at += packed[i];
+  }
+  const out = takeScratch(cap);
+  const offsets = new Uint32Array(n);
+  const lengths = new Uint32Array(n);
+  let pos = 0;
+  at = 0;
+  for (let i = 0; i < n; i++) {
+    const data = packed[i] ? stage.subarray(at, at + packed[i]) : plainOf(i);
+    at += packed[i];
+    const len = sealInto(encKey, data, ids.subarray(32 * i, 32 * i + 32), out, pos);
     offsets[i] = pos;
     lengths[i] = len;
-    rawLengths[i] = plain.length;
-    compressed[i] = c.compressed ? 1 : 0;
     pos += len;
-  }
-  // the blobs stay in memory until their pack is written: do not keep a mostly empty buffer alive (the
-  // copy gets an ArrayBuffer of its own: Buffer.from may hand out a slice of a shared pool, and moving
-  // that to another thread would take the pool away from this one)
-  if (pos < cap * 0.75) {
-    const fit = Buffer.allocUnsafeSlow(pos);
-    out.copy(fit, 0, 0, pos);
-    out = fit;
   }
   return {
     data: new Uint8Array(out.buffer, out.byteOffset, pos),
@@ -183,6 +241,15 @@ function sealSegment(seg: ChunkSegment): SealedSegment {
     rawLengths,
     compressed,
   };
+}
+
+/** The thread's staging buffer for compressed chunks, at least `size` bytes (kept up to 16 MiB). */
+let staging: Buffer | undefined;
+function stageOf(size: number): Buffer {
+  if (staging && staging.length >= size) return staging;
+  const b = Buffer.allocUnsafeSlow(capacityFor(size));
+  if (b.length <= 16 * MiB) staging = b;
+  return b;
 }
 
 /**
@@ -735,7 +802,7 @@ async function storeNew(
     await ask(taskId, { kind: 'raw', chunks: raw });
     return;
   }
-  await ask(taskId, { kind: 'blobs', blobs: chunks.map((c) => sealChunk(c.id, c.data)) });
+  await ask(taskId, { kind: 'sealedSegments', segments: [sealChunks(chunks)] });
 }
 
 async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
@@ -820,10 +887,12 @@ async function backupFile(taskId: number, task: BackupFileTask): Promise<BackupF
  *  computes while a batch is being read. */
 async function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<SmallFilesResult> {
   // one byte more than expected shows that a file grew
+  const limits = task.files.map((f) => f.size + 1);
   const { buffer, files } = await readFiles(
     task.files.map((f) => f.path),
-    task.files.map((f) => f.size + 1),
+    limits,
     8,
+    { into: takeScratch(limits.reduce((a, b) => a + b, 0)) },
   );
   let readTotal = 0;
   for (const r of files) if (!r.error) readTotal += r.n;
@@ -862,15 +931,19 @@ async function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<S
     out.push({ content, bytesRead: n, size: n, changedWhileReading: changed, blobs: [], blobRefs });
   });
   if (readTotal) tell(taskId, { kind: 'read', bytes: readTotal });
-  if (!ids.length) return { files: out };
-  const segment: ChunkSegment = {
-    data: buffer,
-    ids: new Uint8Array(32 * ids.length),
-    offsets: Uint32Array.from(offsets),
-    lengths: Uint32Array.from(lengths),
-  };
-  ids.forEach((id, k) => segment.ids.set(id, 32 * k));
-  return { files: out, sealed: sealSegment(segment) };
+  let sealed: SealedSegment | undefined;
+  if (ids.length) {
+    const segment: ChunkSegment = {
+      data: buffer,
+      ids: new Uint8Array(32 * ids.length),
+      offsets: Uint32Array.from(offsets),
+      lengths: Uint32Array.from(lengths),
+    };
+    ids.forEach((id, k) => segment.ids.set(id, 32 * k));
+    sealed = sealSegment(segment);
+  }
+  giveScratch(buffer.buffer as ArrayBuffer); // sealed into a buffer of its own: free again
+  return { files: out, sealed };
 }
 
 function listDir(task: ListDirTask): ListDirResult {
@@ -996,6 +1069,7 @@ function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer
 
 port.on('message', (msg: ToWorker) => {
   if (msg.type === 'reply') {
+    for (const ab of (msg.value as QueryReply | null)?.scratch ?? []) giveScratch(ab);
     const key = `${msg.taskId}:${msg.seq}`;
     const r = waiting.get(key);
     waiting.delete(key);
@@ -1003,6 +1077,7 @@ port.on('message', (msg: ToWorker) => {
     return;
   }
   const { taskId, task } = msg;
+  for (const ab of msg.spares ?? []) giveScratch(ab);
   const run = async (): Promise<{ result: unknown; transfer: ArrayBuffer[] }> => {
     if (task.op === 'backupFile') {
       const r = await backupFile(taskId, task);
@@ -1022,8 +1097,8 @@ port.on('message', (msg: ToWorker) => {
       return { result: r, transfer: segmentBuffers(r) };
     }
     if (task.op === 'seal') {
-      const blobs = task.chunks.map((c) => sealChunk(Buffer.from(c.id), c.data));
-      return { result: blobs, transfer: blobs.map((b) => b.sealed.buffer as ArrayBuffer) };
+      const r = sealChunks(task.chunks);
+      return { result: r, transfer: segmentBuffers(r) };
     }
     return decode(task);
   };

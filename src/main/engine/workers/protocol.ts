@@ -98,7 +98,7 @@ export interface ListDirResult {
   stats: (EntryStat | { error: { message: string; code?: string } })[];
 }
 
-/** Compress and seal chunks (any worker; see WorkerInit.distributeSeal). */
+/** Compress and seal chunks (any worker; see WorkerInit.distributeSeal). Result: a SealedSegment. */
 export interface SealTask {
   op: 'seal';
   chunks: { id: Uint8Array; data: Uint8Array }[];
@@ -174,12 +174,13 @@ export interface QueryReply {
   handOver: boolean;
   /** Empty segment buffers for the asking worker to fill (moved; see SealedSegment.emptied). */
   spares?: ArrayBuffer[];
+  /** Emptied sealed-segment buffers for the asking worker to seal into (moved; WorkerPool.keepSpareSealed). */
+  scratch?: ArrayBuffer[];
 }
 
 /** Worker → main during a task. */
 export type TaskEvent =
   | { kind: 'query'; ids: string[]; spares?: number } // reply: QueryReply (with up to `spares` buffers)
-  | { kind: 'blobs'; blobs: SealedBlobMsg[] } // reply: null once stored (backpressure)
   | { kind: 'raw'; chunks: { id: Uint8Array; data: Uint8Array }[] } // reply: null once accepted for sealing
   | { kind: 'segments'; segments: ChunkSegment[] } // reply: null once accepted for sealing
   | { kind: 'sealedSegments'; segments: SealedSegment[] } // reply: null once stored
@@ -222,7 +223,9 @@ export interface DecodeResult {
 }
 
 export type ToWorker =
-  | { type: 'task'; taskId: number; task: Task }
+  /** spares: emptied buffers of sealed segments, moved back for the worker to seal into again
+   *  (WorkerPool.keepSpareSealed). */
+  | { type: 'task'; taskId: number; task: Task; spares?: ArrayBuffer[] }
   | { type: 'reply'; taskId: number; seq: number; value: unknown };
 
 export type FromWorker =

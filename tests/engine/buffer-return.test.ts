@@ -1,0 +1,114 @@
+/**
+ * Sealed buffers handed back (Repository.returnBuffers): the buffer of a sealed segment goes back to the
+ * workers to be sealed into again only once nothing refers to it — the caller that adds its blobs has let
+ * go and every pack holding some of them is written. Handed back early, a worker would overwrite blobs of
+ * a pack still being written; so the repository test holds a pack's write open and watches, and the
+ * backups below seal into recycled buffers and must restore byte for byte.
+ */
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { MemoryBackend } from '../../src/main/engine/backend/memory/index.js';
+import type { ObjectType, SaveOptions } from '../../src/main/engine/backend/types.js';
+import { Repository } from '../../src/main/engine/repo/repository.js';
+import { BlobType } from '../../src/main/engine/repo/blobIndex.js';
+import { backup } from '../../src/main/engine/backup/index.js';
+import { restore } from '../../src/main/engine/restore/index.js';
+import { spareSealedCount } from '../../src/main/engine/workers/index.js';
+import { describeTree, expectSameTrees, randomBytes, tempDir } from '../helpers/fixtures.js';
+
+const MiB = 1024 * 1024;
+
+/** A memory store whose data-pack writes wait until `open()` is called. */
+class GatedBackend extends MemoryBackend {
+  private opened = false;
+  private waiting: (() => void)[] = [];
+  open(): void {
+    this.opened = true;
+    for (const w of this.waiting.splice(0)) w();
+  }
+  override async save(
+    type: ObjectType,
+    name: string,
+    data: Uint8Array,
+    options?: SaveOptions,
+  ): Promise<void> {
+    if (type === 'data' && !this.opened) await new Promise<void>((r) => this.waiting.push(r));
+    return super.save(type, name, data, options);
+  }
+}
+
+const id = (n: number) => Buffer.alloc(32, n);
+
+describe('sealed buffers handed back', () => {
+  it('only after the caller let go and the pack holding their blobs is written', async () => {
+    const store = new GatedBackend();
+    const repo = await Repository.init(store, 'pw', { kdf: { N: 1024 } });
+    const given: ArrayBuffer[] = [];
+    repo.returnBuffers((ab) => given.push(ab));
+    const ab = new ArrayBuffer(6 * MiB);
+    const bytes = Buffer.from(ab);
+    repo.holdBuffer(ab);
+    // two blobs of 2.5 MiB fill the first (4 MiB) data pack: its write starts and waits on the gate
+    await repo.addSealedBlob(BlobType.Data, id(1), bytes.subarray(0, 2.5 * MiB), 2.5 * MiB, false);
+    await repo.addSealedBlob(BlobType.Data, id(2), bytes.subarray(2.5 * MiB, 5 * MiB), 2.5 * MiB, false);
+    // a buffer nobody held is never handed back
+    const other = new ArrayBuffer(MiB);
+    await repo.addSealedBlob(BlobType.Data, id(3), Buffer.from(other), MiB, false);
+    repo.releaseBuffer(ab);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(given).toEqual([]); // the pack is not written yet
+    // a buffer none of whose blobs went into a pack goes back as soon as the caller lets go
+    const unused = new ArrayBuffer(MiB);
+    repo.holdBuffer(unused);
+    repo.releaseBuffer(unused);
+    expect(given).toEqual([unused]);
+    store.open();
+    await repo.flush();
+    expect(given).toEqual([unused, ab]);
+    expect(given).not.toContain(other);
+    // the blobs are stored intact
+    expect(
+      (await repo.loadSealedBlob(id(2).toString('hex'))).sealed.equals(bytes.subarray(2.5 * MiB, 5 * MiB)),
+    ).toBe(true);
+    repo.returnBuffers();
+  });
+
+  it('backups that seal into recycled buffers restore byte for byte', async () => {
+    const work = await tempDir('tm-bufret-');
+    const src = path.join(work, 'src');
+    await fs.mkdir(path.join(src, 'small'), { recursive: true });
+    const line = (i: number) => `row ${i}: the quick brown fox jumps over the lazy dog ${i * 7919}\n`;
+    const text = (n: number, seed: number) =>
+      Buffer.from(Array.from({ length: n }, (_, i) => line(i * seed)).join(''));
+    await fs.writeFile(path.join(src, 'a.log'), text(200_000, 3)); // ~14 MiB of text
+    await fs.writeFile(path.join(src, 'b.bin'), randomBytes(12 * MiB + 5, 7));
+    for (let i = 0; i < 300; i++)
+      await fs.writeFile(
+        path.join(src, 'small', `f${i}.txt`),
+        i % 3 ? text(100 + i, i) : randomBytes(4000 + i, i),
+      );
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const first = await backup(repo, { paths: [src], workers: 2 });
+    expect(spareSealedCount()).toBeGreaterThan(0); // buffers came back once their packs were written
+    // new content, sealed into the buffers the first backup gave back
+    await fs.writeFile(path.join(src, 'c.log'), text(150_000, 11));
+    await fs.writeFile(path.join(src, 'd.bin'), randomBytes(9 * MiB, 13));
+    for (let i = 0; i < 300; i++)
+      await fs.writeFile(
+        path.join(src, 'small', `g${i}.txt`),
+        i % 2 ? text(90 + i, i + 5) : randomBytes(3000 + i, 77 + i),
+      );
+    const second = await backup(repo, { paths: [src], workers: 2, parent: first.snapshotId });
+    for (const snap of [first.snapshotId, second.snapshotId]) {
+      const target = path.join(work, `out-${snap.slice(0, 8)}`);
+      await restore(repo, { snapshot: snap, target, relativeTo: src });
+      if (snap === second.snapshotId) expectSameTrees(await describeTree(src), await describeTree(target));
+    }
+    // the first snapshot is still whole after the second backup reused its buffers
+    const firstOut = path.join(work, `out-${first.snapshotId.slice(0, 8)}`);
+    expect((await fs.readFile(path.join(firstOut, 'a.log'))).equals(text(200_000, 3))).toBe(true);
+    expect((await fs.readFile(path.join(firstOut, 'b.bin'))).equals(randomBytes(12 * MiB + 5, 7))).toBe(true);
+    expect(await fs.readdir(path.join(firstOut, 'small'))).toHaveLength(300);
+  });
+});
