@@ -88,6 +88,7 @@ function giveBlock(buf: Buffer): void {
  */
 const scratch: ArrayBuffer[] = [];
 const MAX_SCRATCH = 4;
+const MAX_SCRATCH_BYTES = 32 * 1024 * 1024;
 const MiB = 1024 * 1024;
 /** The capacity a buffer of `size` bytes gets: whole MiBs from half a MiB on, the exact size below. */
 const capacityFor = (size: number) => (size < MiB / 2 ? Math.max(1, size) : Math.ceil(size / MiB) * MiB);
@@ -104,14 +105,15 @@ function takeScratch(size: number): Buffer {
   const ab = best >= 0 ? scratch.splice(best, 1)[0] : (Buffer.allocUnsafeSlow(want).buffer as ArrayBuffer);
   return Buffer.from(ab, 0, size);
 }
-/** Keeps a buffer nothing refers to any more (the smallest go when there are too many). */
+/** Keeps a buffer nothing refers to any more (the smallest go when there are too many, the largest when
+ *  they hold too much). */
 function giveScratch(ab: ArrayBuffer | undefined): void {
   if (!ab || ab.byteLength < MiB || ab.byteLength % MiB !== 0 || scratch.includes(ab)) return;
   scratch.push(ab);
-  if (scratch.length > MAX_SCRATCH) {
-    scratch.sort((a, b) => b.byteLength - a.byteLength);
-    scratch.length = MAX_SCRATCH;
-  }
+  scratch.sort((a, b) => b.byteLength - a.byteLength);
+  if (scratch.length > MAX_SCRATCH) scratch.length = MAX_SCRATCH;
+  let bytes = scratch.reduce((n, b) => n + b.byteLength, 0);
+  while (bytes > MAX_SCRATCH_BYTES) bytes -= scratch.shift()!.byteLength;
 }
 
 if (init.lowPriority) {
