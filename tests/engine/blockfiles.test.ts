@@ -27,6 +27,47 @@ import { spareSegmentCount } from '../../src/main/engine/workers/index.js';
 const MiB = 1024 * 1024;
 const B = 8192;
 const blockFiles = { minSize: MiB };
+/** A change hint naming one changed file and its changed byte ranges (what block tracking would give). */
+const hintFor = (dir: string, file: string, ranges: { offset: number; length: number }[]) => ({
+  dirtyDirs: new Set([dir]),
+  cursor: { test: true },
+  changedRanges: new Map([[file, ranges]]),
+});
+
+/** A pause gate that truncates `file` to `size` just before it is read: the first gate is before its
+ *  folder is listed (the scan must still see the old size), the second just before the file is read. */
+function truncateBeforeRead(file: string, size: number) {
+  let gates = 0;
+  let shrunk = false;
+  return {
+    gate: {
+      wait: async () => {
+        if (++gates < 2 || shrunk) return;
+        shrunk = true;
+        await fs.truncate(file, size);
+      },
+    },
+    done: () => shrunk,
+  };
+}
+
+/** A file that shrank to `size` while the backup ran is saved as read, flagged, and restores byte for byte. */
+async function expectSavedAsRead(
+  repo: Repository,
+  r: Awaited<ReturnType<typeof backup>>,
+  file: string,
+  size: number,
+): Promise<TreeNode> {
+  const node = (await lookup(repo, r.snapshot, file)).node!;
+  expect(node.size).toBe(size);
+  expect(contentCount(node)).toBe(Math.ceil(size / B));
+  expect(r.skipped.map((s) => s.reason).join()).toMatch(/changed while it was being read/);
+  const out = await tempDir('tm-blocks-out-');
+  await restore(repo, { snapshot: r.snapshotId, target: out });
+  const restored = await fs.readFile(path.join(out, path.relative('/', file)));
+  expect(restored.equals(await fs.readFile(file))).toBe(true);
+  return node;
+}
 
 const scenarios: Record<string, RangeEdit> = {
   'scattered 4 KiB page writes': async (fh, size, rand) => {
@@ -139,11 +180,7 @@ describe('fixed-size blocks for files written in place', () => {
         paths: [dir],
         parent: first.snapshotId,
         blockFiles,
-        changeHint: {
-          dirtyDirs: new Set([dir]),
-          cursor: { test: true },
-          changedRanges: new Map([[file, changed]]),
-        },
+        changeHint: hintFor(dir, file, changed),
       });
       const fullRead = await backup(repo, { paths: [dir], parent: first.snapshotId, blockFiles });
       const a = (await lookup(repo, withRanges.snapshot, file)).node!;
@@ -505,11 +542,7 @@ describe('fixed-size blocks for files written in place', () => {
       paths: [dir],
       parent: first.snapshotId,
       blockFiles: { ...blockFiles, patterns: ['*.nothing'] },
-      changeHint: {
-        dirtyDirs: new Set([dir]),
-        cursor: { test: true },
-        changedRanges: new Map([[file, [{ offset: 8192, length: 4096 }]]]),
-      },
+      changeHint: hintFor(dir, file, [{ offset: 8192, length: 4096 }]),
     });
     const node = (await lookup(repo, second.snapshot, file)).node!;
     expect(node.blockSize).toBeUndefined();
@@ -526,40 +559,16 @@ describe('fixed-size blocks for files written in place', () => {
       const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
       const first = await backup(repo, { paths: [dir], blockFiles });
       await fs.appendFile(file, randomBytes(10_000, 32)); // changed: metadata differs from the parent's
-      let gates = 0;
-      let shrunk = false;
+      const shrink = truncateBeforeRead(file, 2 * MiB + 5);
       const second = await backup(repo, {
         paths: [dir],
         parent: first.snapshotId,
         blockFiles,
-        ...(incremental
-          ? {
-              changeHint: {
-                dirtyDirs: new Set([dir]),
-                cursor: { test: true },
-                changedRanges: new Map([[file, [{ offset: 4 * MiB, length: 10_777 }]]]),
-              },
-            }
-          : {}),
-        pauseGate: {
-          // the first gate is before the folder is listed (the scan must still see the old size), the
-          // second just before the file is read
-          wait: async () => {
-            if (++gates < 2 || shrunk) return;
-            shrunk = true;
-            await fs.truncate(file, 2 * MiB + 5);
-          },
-        },
+        ...(incremental ? { changeHint: hintFor(dir, file, [{ offset: 4 * MiB, length: 10_777 }]) } : {}),
+        pauseGate: shrink.gate,
       });
-      expect(shrunk).toBe(true);
-      const node = (await lookup(repo, second.snapshot, file)).node!;
-      expect(node.size).toBe(2 * MiB + 5);
-      expect(contentCount(node)).toBe(Math.ceil((2 * MiB + 5) / B));
-      expect(second.skipped.map((s) => s.reason).join()).toMatch(/changed while it was being read/);
-      const out = await tempDir('tm-blocks-out-');
-      await restore(repo, { snapshot: second.snapshotId, target: out });
-      const restored = await fs.readFile(path.join(out, path.relative('/', file)));
-      expect(restored.equals(await fs.readFile(file))).toBe(true);
+      expect(shrink.done()).toBe(true);
+      await expectSavedAsRead(repo, second, file, 2 * MiB + 5);
     });
 
   // The same, but the file ends inside one of several changed pieces that are read in one batch: that piece
@@ -582,34 +591,16 @@ describe('fixed-size blocks for files written in place', () => {
       await fh.write(randomBytes(c.length, 40 + i), 0, c.length, c.offset);
     await fh.close();
     const cut = 2 * MiB + B / 2 + 3; // inside the second block of the three-block piece
-    let gates = 0;
-    let shrunk = false;
+    const shrink = truncateBeforeRead(file, cut);
     const second = await backup(repo, {
       paths: [dir],
       parent: first.snapshotId,
       blockFiles,
-      changeHint: {
-        dirtyDirs: new Set([dir]),
-        cursor: { test: true },
-        changedRanges: new Map([[file, changed]]),
-      },
-      pauseGate: {
-        wait: async () => {
-          if (++gates < 2 || shrunk) return;
-          shrunk = true;
-          await fs.truncate(file, cut);
-        },
-      },
+      changeHint: hintFor(dir, file, changed),
+      pauseGate: shrink.gate,
     });
-    expect(shrunk).toBe(true);
-    const node = (await lookup(repo, second.snapshot, file)).node!;
-    expect(node.size).toBe(cut);
-    expect(contentCount(node)).toBe(Math.ceil(cut / B));
-    expect(second.skipped.map((s) => s.reason).join()).toMatch(/changed while it was being read/);
-    const out = await tempDir('tm-blocks-out-');
-    await restore(repo, { snapshot: second.snapshotId, target: out });
-    const restored = await fs.readFile(path.join(out, path.relative('/', file)));
-    expect(restored.equals(await fs.readFile(file))).toBe(true);
+    expect(shrink.done()).toBe(true);
+    const node = await expectSavedAsRead(repo, second, file, cut);
     // the same block list as a backup that reads the shrunk file whole
     const whole = await backup(repo, { paths: [dir], blockFiles, forceFull: true });
     expect(contentIds((await lookup(repo, whole.snapshot, file)).node!)).toEqual(contentIds(node));
