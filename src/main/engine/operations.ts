@@ -107,6 +107,9 @@ export interface BackupOptions {
    *  Absent or false: every file is cut into content-defined chunks. The app's jobs turn it on (a job
    *  option, on unless unticked), the CLI with --block-files. */
   blockFiles?: { patterns?: string[]; minSize?: number } | false;
+  /** Block lists of at least this many blocks are stored in two parts (repo/tree.ts; default
+   *  LIST_IN_PARTS_FROM, 32 Ki blocks). For tests. */
+  listInPartsFrom?: number;
   /** How long to wait for a prune's lock to go away before failing (default 10 minutes). */
   lockWaitMs?: number;
   /** Pause: the backup awaits `wait()` before each file and folder it starts (work in flight finishes). */

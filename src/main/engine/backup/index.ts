@@ -44,7 +44,7 @@ import {
 } from '../workers/protocol.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { blockIdsOf, contentCount, contentIds, hasContent, nameBytes } from '../repo/tree.js';
-import { blockPolicy } from './blockFiles.js';
+import { blockPolicy, LIST_IN_PARTS_FROM, nextPatch } from './blockFiles.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
 export interface ScanCounters {
@@ -494,6 +494,19 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       }
       return { prevIds, prevSizes, changed: ranges };
     };
+    /** A long block list is stored in two parts (repo/tree.ts): the previous base and a patch when the
+     *  previous snapshot has one and the patch stays small, else a new base written now. */
+    const listInParts = async (node: TreeNode, prev: TreeNode | undefined, readBlocks?: Uint32Array) => {
+      const ids = node.blockIds!;
+      if (ids.length / 32 < (opts.listInPartsFrom ?? LIST_IN_PARTS_FROM)) return;
+      const patch =
+        prev?.blockBase !== undefined && prev.blockPatch && readBlocks
+          ? nextPatch(prev.blockPatch, readBlocks, ids)
+          : undefined;
+      node.blockBase = patch ? prev!.blockBase : await repo.saveBlob(BlobType.Tree, ids);
+      node.blockCount = ids.length / 32;
+      node.blockPatch = patch ?? Buffer.alloc(0);
+    };
     const readLarge = async (
       abs: Buffer,
       size: number,
@@ -536,7 +549,10 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           if (prev) changedRanges = await rangesReady;
           const inc = incrementalOf(abs, node, prev);
           r = await readLarge(abs, node.size ?? 0, mtimeMs, inc, blockSize);
-          if (r.blockIds) node.blockIds = blockList(r, inc ? prev : undefined, show(abs));
+          if (r.blockIds) {
+            node.blockIds = blockList(r, inc ? prev : undefined, show(abs));
+            await listInParts(node, inc ? prev : undefined, r.readBlocks);
+          }
           if (inc)
             log(
               `${show(abs)}: block-level tracking: read ${r.bytesRead} of ${node.size ?? 0} bytes (${inc.changed.length} changed ranges)`,
@@ -616,6 +632,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             node.content = prev!.content;
             node.blockIds = prev!.blockIds; // a block file's list goes with its block size
             node.blockSize = prev!.blockSize;
+            node.blockBase = prev!.blockBase; // and with the parts it is stored in
+            node.blockCount = prev!.blockCount;
+            node.blockPatch = prev!.blockPatch;
             stats.files++;
             stats.totalBytes += node.size ?? 0;
             stats.filesUnchanged++;

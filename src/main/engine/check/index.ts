@@ -136,6 +136,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
       }
       for (const n of tree.nodes) {
         if (n.type === 'dir' && n.subtree) await walk(n.subtree);
+        if (n.blockBase !== undefined) used.add(n.blockBase); // read (and so checked) with its tree
         for (const c of contentIds(n)) {
           used.add(c);
           if (!repo.index.has(c)) absent.add(c);

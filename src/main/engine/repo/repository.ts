@@ -24,7 +24,7 @@ import { decodeObject, encodeObject, loadJson, saveJson } from './objects.js';
 import { BlobIndex, BlobType, type BlobLocation } from './blobIndex.js';
 import { encodeIndex, decodeIndex, type IndexPack } from './indexFile.js';
 import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
-import { decodeTree, encodeTree } from './tree.js';
+import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree } from './types.js';
 
@@ -499,6 +499,14 @@ export class Repository {
     const cached = this.treeCache.get(id);
     if (cached) return cached.tree;
     const tree = decodeTree(await this.loadBlob(id), `tree ${id.slice(0, 12)}`);
+    for (const n of tree.nodes)
+      if (n.blockBase !== undefined && !n.blockIds) {
+        const what = `tree ${id.slice(0, 12)}, ${JSON.stringify(n.name)}`;
+        const base = await this.loadBlob(n.blockBase).catch((err: Error) => {
+          throw new CorruptObjectError(`${what}: its base block list cannot be read (${err.message})`);
+        });
+        n.blockIds = joinBlockList(n, base, what);
+      }
     // Bounded by weight, not trees: a no-change backup of 1,000,000 files in 10,500 folders kept every
     // folder's tree and peaked at 533 MiB.
     const weight = treeWeight(tree);

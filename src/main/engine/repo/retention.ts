@@ -76,6 +76,7 @@ export async function usedBlobs(
     });
     for (const n of tree.nodes) {
       if (n.type === 'dir' && n.subtree) await walk(n.subtree);
+      if (n.blockBase !== undefined) used.add(n.blockBase); // a base block list (tree.ts)
       for (const c of contentIds(n)) used.add(c);
     }
   };

@@ -39,6 +39,13 @@ export interface TreeNode {
    *  the tree stores it in binary after its JSON (tree.ts) and an incremental patches a copy in place.
    *  Trees written before it name a block file's blocks in `content`, which stays valid. */
   blockIds?: Buffer;
+  /** file with blockSize, a long block list (tree.ts, "Block lists in two parts"): the ID of a tree-type blob
+   *  holding a base list (32 raw bytes per block), the file's block count, and the blocks that differ from
+   *  the base (36 bytes each: the block's index, uint32 LE, ascending, then its ID). Repository.loadTree
+   *  sets blockIds to the whole list from them; a tree stores these instead of blockIds. */
+  blockBase?: ID;
+  blockCount?: number;
+  blockPatch?: Buffer;
   /** dir: the ID of its tree blob. */
   subtree?: ID;
   /** dir: totals of everything below it (derived from the subtree, so it never breaks the Merkle property). */

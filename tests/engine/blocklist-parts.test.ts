@@ -1,0 +1,222 @@
+/**
+ * Block lists in two parts (repo/tree.ts): a long list is stored once as a base blob, and each snapshot
+ * lists only the blocks that differ from it. A wrong join is a wrong restore, and a base that prune does not
+ * count as used is every later snapshot lost; so the nights below change the file in every way block
+ * tracking meets (pages, unaligned writes, an append, a truncation, offset 0), each restores byte for byte
+ * with the list of a whole read, and prune and check run after the first snapshots are forgotten.
+ */
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { MemoryBackend } from '../../src/main/engine/backend/memory/index.js';
+import { Repository } from '../../src/main/engine/repo/repository.js';
+import { backup } from '../../src/main/engine/backup/index.js';
+import { restore } from '../../src/main/engine/restore/index.js';
+import { lookup } from '../../src/main/engine/repo/browse.js';
+import { prune } from '../../src/main/engine/repo/retention.js';
+import { check } from '../../src/main/engine/check/index.js';
+import { nextPatch } from '../../src/main/engine/backup/blockFiles.js';
+import {
+  contentIds,
+  decodeTree,
+  encodeTree,
+  joinBlockList,
+  PATCH_ENTRY,
+} from '../../src/main/engine/repo/tree.js';
+import { CorruptObjectError } from '../../src/main/engine/errors.js';
+import type { TreeNode } from '../../src/main/engine/repo/types.js';
+import { randomBytes, seededRandom, tempDir } from '../helpers/fixtures.js';
+
+const MiB = 1024 * 1024;
+const B = 8192;
+const blockFiles = { minSize: MiB };
+
+function patchOf(entries: [number, Buffer][]): Buffer {
+  const out = Buffer.alloc(entries.length * PATCH_ENTRY);
+  entries.forEach(([i, id], k) => {
+    out.writeUInt32LE(i, k * PATCH_ENTRY);
+    id.copy(out, k * PATCH_ENTRY + 4);
+  });
+  return out;
+}
+
+describe('block lists in two parts', () => {
+  it('encode and decode; the join applies the patch and refuses one that does not fit', () => {
+    const base = randomBytes(32 * 10, 1);
+    const idA = Buffer.alloc(32, 0xaa);
+    const idB = Buffer.alloc(32, 0xbb);
+    const idC = Buffer.alloc(32, 0xcc);
+    const node: TreeNode = {
+      name: 'disk.img',
+      type: 'file',
+      mode: 0o644,
+      mtimeNs: '1',
+      size: 12 * B,
+      blockSize: B,
+      blockBase: 'ab'.repeat(32),
+      blockCount: 12,
+      blockPatch: patchOf([
+        [3, idA],
+        [10, idB],
+        [11, idC],
+      ]),
+    };
+    const back = decodeTree(encodeTree({ nodes: [node] }), 'test tree').nodes[0];
+    expect(back.blockBase).toBe(node.blockBase);
+    expect(back.blockCount).toBe(12);
+    expect(back.blockPatch!.equals(node.blockPatch!)).toBe(true);
+    expect(back.blockIds).toBeUndefined(); // joined by Repository.loadTree
+    const joined = joinBlockList(back, base, 'test');
+    const want = Buffer.concat([base.subarray(0, 96), idA, base.subarray(128, 320), idB, idC]);
+    expect(joined.equals(want)).toBe(true);
+    // a patch that leaves a block past the base uncovered, or is out of order, is corrupt
+    expect(() => joinBlockList({ ...back, blockPatch: patchOf([[10, idB]]) }, base, 'test')).toThrow(
+      CorruptObjectError,
+    );
+    expect(() =>
+      joinBlockList(
+        {
+          ...back,
+          blockPatch: patchOf([
+            [11, idC],
+            [10, idB],
+          ]),
+        },
+        base,
+        'test',
+      ),
+    ).toThrow(CorruptObjectError);
+    const bad = encodeTree({ nodes: [node] })
+      .toString('latin1')
+      .replace(node.blockBase!, 'zz'.repeat(32));
+    expect(() => decodeTree(Buffer.from(bad, 'latin1'), 'test tree')).toThrow(CorruptObjectError);
+  });
+
+  it('the next patch keeps the previous entries, adds the blocks read, and gives up past an eighth', () => {
+    const ids = randomBytes(32 * 100, 2);
+    const prev = patchOf([
+      [5, Buffer.alloc(32, 1)],
+      [40, Buffer.alloc(32, 2)],
+      [99, Buffer.alloc(32, 3)],
+    ]);
+    const p = nextPatch(prev, Uint32Array.from([5, 7, 98]), ids.subarray(0, 32 * 99))!; // shrunk to 99 blocks
+    const idx = Array.from({ length: p.length / PATCH_ENTRY }, (_, k) => p.readUInt32LE(k * PATCH_ENTRY));
+    expect(idx).toEqual([5, 7, 40, 98]); // 99 is gone with the file's end
+    expect(p.subarray(4, 36).equals(ids.subarray(5 * 32, 6 * 32))).toBe(true); // today's IDs
+    expect(
+      nextPatch(
+        prev,
+        Uint32Array.from({ length: 20 }, (_, i) => i * 3),
+        ids,
+      ),
+    ).toBeUndefined();
+  });
+
+  it('nights patch the base, a new base comes when the patch grows, and prune keeps what they need', async () => {
+    const dir = await tempDir('tm-parts-');
+    const file = path.join(dir, 'disk.img');
+    let size = 4 * MiB + 777;
+    await fs.writeFile(file, randomBytes(size, 51));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const listInPartsFrom = 64; // this file has 513 blocks
+    const first = await backup(repo, { paths: [dir], blockFiles, listInPartsFrom });
+    const node0 = (await lookup(repo, first.snapshot, file)).node!;
+    expect(node0.blockBase).toBeDefined();
+    expect(node0.blockPatch!.length).toBe(0);
+    const rand = seededRandom(777);
+    const nights: ((fh: fs.FileHandle) => Promise<{ offset: number; length: number }[]>)[] = [
+      async (fh) => {
+        const out = [];
+        for (let i = 0; i < 12; i++) {
+          const offset = rand(Math.floor(size / 4096)) * 4096;
+          await fh.write(randomBytes(4096, 100 + i), 0, 4096, offset);
+          out.push({ offset, length: 4096 });
+        }
+        return out;
+      },
+      async (fh) => {
+        await fh.write(randomBytes(300_001, 9), 0, 300_001, size);
+        const r = [{ offset: size, length: 300_001 }];
+        size += 300_001;
+        return r;
+      },
+      async (fh) => {
+        const out = [];
+        for (let i = 0; i < 6; i++) {
+          const offset = rand(size - 20_000) + 1;
+          await fh.write(randomBytes(10_001, 200 + i), 0, 10_001, offset);
+          out.push({ offset, length: 10_001 });
+        }
+        return out;
+      },
+      async (fh) => {
+        const cut = size - MiB - 123;
+        await fh.truncate(cut);
+        const r = [{ offset: cut, length: size - cut }];
+        size = cut;
+        return r;
+      },
+      async (fh) => {
+        await fh.write(randomBytes(5000, 10), 0, 5000, 0);
+        return [{ offset: 0, length: 5000 }];
+      },
+      async (fh) => {
+        const out = [];
+        for (let i = 0; i < 30; i++) {
+          const offset = rand(Math.floor(size / 4096)) * 4096;
+          await fh.write(randomBytes(4096, 300 + i), 0, 4096, offset);
+          out.push({ offset, length: 4096 });
+        }
+        return out;
+      },
+    ];
+    const snaps = [first.snapshotId];
+    const bases = [node0.blockBase!];
+    let patched = 0;
+    for (const [night, edit] of nights.entries()) {
+      const fh = await fs.open(file, 'r+');
+      const changed = await edit(fh);
+      await fh.close();
+      const r = await backup(repo, {
+        paths: [dir],
+        parent: snaps[snaps.length - 1],
+        blockFiles,
+        listInPartsFrom,
+        changeHint: {
+          dirtyDirs: new Set([dir]),
+          cursor: { night },
+          changedRanges: new Map([[file, changed]]),
+        },
+      });
+      expect(r.snapshot.scanMode?.mode).toBe('blocks');
+      const node = (await lookup(repo, r.snapshot, file)).node!;
+      if (node.blockBase === bases[bases.length - 1]) patched++;
+      else bases.push(node.blockBase!);
+      expect(node.blockPatch!.length).toBeLessThanOrEqual((node.blockCount! * 32) / 8);
+      snaps.push(r.snapshotId);
+      // the list joined from its parts is the list of a whole read, and the file restores byte for byte
+      const whole = await backup(repo, { paths: [dir], blockFiles, forceFull: true, listInPartsFrom: 1e9 });
+      expect(contentIds(node)).toEqual(contentIds((await lookup(repo, whole.snapshot, file)).node!));
+      await repo.removeSnapshot(whole.snapshotId);
+      const out = await tempDir('tm-parts-out-');
+      await restore(repo, { snapshot: r.snapshotId, target: out });
+      expect(
+        (await fs.readFile(path.join(out, path.relative('/', file)))).equals(await fs.readFile(file)),
+      ).toBe(true);
+    }
+    expect(patched).toBeGreaterThanOrEqual(3); // most nights wrote a patch against the base
+    expect(bases.length).toBeGreaterThanOrEqual(2); // and the growing patch brought a new base
+    // only the last snapshot stays: what it needs (its base among it) must survive prune
+    for (const id of snaps.slice(0, -1)) await repo.removeSnapshot(id);
+    await prune(repo, { graceMs: 0 });
+    const fresh = await Repository.open(repo.backend, 'pw');
+    const out = await tempDir('tm-parts-out-');
+    await restore(fresh, { snapshot: snaps[snaps.length - 1], target: out });
+    expect(
+      (await fs.readFile(path.join(out, path.relative('/', file)))).equals(await fs.readFile(file)),
+    ).toBe(true);
+    const report = await check(fresh, { readData: true });
+    expect(report.problems).toEqual([]);
+    expect(report.ok).toBe(true);
+  });
+});
