@@ -93,23 +93,22 @@ describe('block lists in two parts', () => {
   });
 
   it('the next patch keeps the previous entries, adds the blocks read, and gives up past an eighth', () => {
-    const ids = randomBytes(32 * 100, 2);
     const prev = patchOf([
       [5, Buffer.alloc(32, 1)],
       [40, Buffer.alloc(32, 2)],
       [99, Buffer.alloc(32, 3)],
     ]);
-    const p = nextPatch(prev, Uint32Array.from([5, 7, 98]), ids.subarray(0, 32 * 99))!; // shrunk to 99 blocks
+    const read = Uint32Array.from([5, 7, 98]);
+    const readIds = Buffer.concat([Buffer.alloc(32, 7), Buffer.alloc(32, 8), Buffer.alloc(32, 9)]);
+    const p = nextPatch(prev, 100, read, readIds, 99)!; // the file shrank to 99 blocks
     const idx = Array.from({ length: p.length / PATCH_ENTRY }, (_, k) => p.readUInt32LE(k * PATCH_ENTRY));
     expect(idx).toEqual([5, 7, 40, 98]); // 99 is gone with the file's end
-    expect(p.subarray(4, 36).equals(ids.subarray(5 * 32, 6 * 32))).toBe(true); // today's IDs
-    expect(
-      nextPatch(
-        prev,
-        Uint32Array.from({ length: 20 }, (_, i) => i * 3),
-        ids,
-      ),
-    ).toBeUndefined();
+    expect(p.subarray(4, 36).equals(Buffer.alloc(32, 7))).toBe(true); // block 5 as read today
+    expect(p.subarray(2 * PATCH_ENTRY + 4, 3 * PATCH_ENTRY).equals(Buffer.alloc(32, 2))).toBe(true); // 40 kept
+    // a file that grew: the blocks past the previous list must have been read
+    expect(() => nextPatch(prev, 100, read, readIds, 102)).toThrow(/internal error/);
+    const many = Uint32Array.from({ length: 20 }, (_, i) => i * 3);
+    expect(nextPatch(prev, 100, many, Buffer.alloc(32 * 20), 100)).toBeUndefined(); // 23 entries > 100 / 8 × 32 / 36
   });
 
   it('nights patch the base, a new base comes when the patch grows, and prune keeps what they need', async () => {
@@ -170,6 +169,12 @@ describe('block lists in two parts', () => {
         return out;
       },
     ];
+    let joins = 0;
+    const join = repo.joinBlockList.bind(repo);
+    repo.joinBlockList = (n, where) => {
+      joins++;
+      return join(n, where);
+    };
     const snaps = [first.snapshotId];
     const bases = [node0.blockBase!];
     let patched = 0;
@@ -177,6 +182,7 @@ describe('block lists in two parts', () => {
       const fh = await fs.open(file, 'r+');
       const changed = await edit(fh);
       await fh.close();
+      joins = 0;
       const r = await backup(repo, {
         paths: [dir],
         parent: snaps[snaps.length - 1],
@@ -189,9 +195,12 @@ describe('block lists in two parts', () => {
         },
       });
       expect(r.snapshot.scanMode?.mode).toBe('blocks');
+      const joinsDuringBackup = joins;
       const node = (await lookup(repo, r.snapshot, file)).node!;
-      if (node.blockBase === bases[bases.length - 1]) patched++;
-      else bases.push(node.blockBase!);
+      if (node.blockBase === bases[bases.length - 1]) {
+        patched++;
+        expect(joinsDuringBackup).toBe(0); // a night's patch is made without loading the base list
+      } else bases.push(node.blockBase!);
       expect(node.blockPatch!.length).toBeLessThanOrEqual((node.blockCount! * 32) / 8);
       snaps.push(r.snapshotId);
       // the list joined from its parts is the list of a whole read, and the file restores byte for byte

@@ -87,29 +87,45 @@ export function blockPolicy(
 export const LIST_IN_PARTS_FROM = 32 * 1024;
 
 /**
- * The patch for a file's new list `ids` (32 bytes per block) against the previous snapshot's base: every
- * previous patch entry still in the file, and every block read this time (`readBlocks`, ascending). Returns
- * undefined when a new base should be written instead (too large a patch).
+ * The patch of a file's new list against the previous snapshot's base, without the base: every entry of
+ * the previous patch still inside the file (`count` blocks), overridden and joined by the blocks read this
+ * time (`readBlocks`, ascending, their IDs in `readIds`, 32 bytes each). The blocks past the previous list
+ * (`prevCount` on) must all have been read. Returns undefined when a new base should be written instead
+ * (the patch would pass an eighth of the list).
  */
-export function nextPatch(prevPatch: Buffer, readBlocks: Uint32Array, ids: Buffer): Buffer | undefined {
+export function nextPatch(
+  prevPatch: Buffer,
+  prevCount: number,
+  readBlocks: Uint32Array,
+  readIds: Uint8Array,
+  count: number,
+): Buffer | undefined {
   const ENTRY = 36;
-  const count = ids.length / 32;
-  const indexes: number[] = [];
-  let r = 0;
-  const take = (i: number) => {
-    if (i < count && (!indexes.length || indexes[indexes.length - 1] !== i)) indexes.push(i);
+  let past = 0;
+  for (const b of readBlocks) if (b >= prevCount && b < count) past++;
+  if (past !== Math.max(0, count - prevCount) || readIds.length !== readBlocks.length * 32)
+    throw new Error('the blocks read do not cover the end of the file (internal error)');
+  const out: Buffer[] = [];
+  let entries = 0;
+  const limit = (count * 32) / 8;
+  const entry = (i: number, id: Uint8Array) => {
+    const e = Buffer.allocUnsafe(ENTRY);
+    e.writeUInt32LE(i, 0);
+    e.set(id, 4);
+    out.push(e);
+    entries++;
   };
+  let r = 0;
+  const readId = (k: number) => readIds.subarray(k * 32, (k + 1) * 32);
   for (let at = 0; at < prevPatch.length; at += ENTRY) {
     const i = prevPatch.readUInt32LE(at);
-    while (r < readBlocks.length && readBlocks[r] < i) take(readBlocks[r++]);
-    take(i);
+    if (i >= count) break;
+    while (r < readBlocks.length && readBlocks[r] < i) entry(readBlocks[r], readId(r++));
+    if (r < readBlocks.length && readBlocks[r] === i) entry(i, readId(r++));
+    else entry(i, prevPatch.subarray(at + 4, at + ENTRY));
+    if (entries * ENTRY > limit) return undefined;
   }
-  while (r < readBlocks.length) take(readBlocks[r++]);
-  if (indexes.length * ENTRY > (count * 32) / 8) return undefined;
-  const out = Buffer.allocUnsafe(indexes.length * ENTRY);
-  indexes.forEach((i, k) => {
-    out.writeUInt32LE(i, k * ENTRY);
-    ids.copy(out, k * ENTRY + 4, i * 32, (i + 1) * 32);
-  });
-  return out;
+  while (r < readBlocks.length && readBlocks[r] < count) entry(readBlocks[r], readId(r++));
+  if (entries * ENTRY > limit) return undefined;
+  return Buffer.concat(out);
 }

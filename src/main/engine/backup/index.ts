@@ -494,18 +494,36 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       }
       return { prevIds, prevSizes, changed: ranges };
     };
-    /** A long block list is stored in two parts (repo/tree.ts): the previous base and a patch when the
-     *  previous snapshot has one and the patch stays small, else a new base written now. */
-    const listInParts = async (node: TreeNode, prev: TreeNode | undefined, readBlocks?: Uint32Array) => {
-      const ids = node.blockIds!;
-      if (ids.length / 32 < (opts.listInPartsFrom ?? LIST_IN_PARTS_FROM)) return;
-      const patch =
-        prev?.blockBase !== undefined && prev.blockPatch && readBlocks
-          ? nextPatch(prev.blockPatch, readBlocks, ids)
-          : undefined;
-      node.blockBase = patch ? prev!.blockBase : await repo.saveBlob(BlobType.Tree, ids);
-      node.blockCount = ids.length / 32;
-      node.blockPatch = patch ?? Buffer.alloc(0);
+    /**
+     * A block file's list from the worker's result. A long one is stored in two parts (repo/tree.ts): when
+     * the previous snapshot's list is in parts and the worker read only some blocks, the new patch comes from
+     * the previous patch and the blocks read — the base is not even loaded (the walk loads previous trees
+     * without joining their lists); otherwise the whole list is made (joining the previous one when needed)
+     * and, if long, written as a new base.
+     */
+    const saveBlockList = async (
+      node: TreeNode,
+      r: BackupFileResult,
+      prev: TreeNode | undefined,
+      what: string,
+    ) => {
+      const from = opts.listInPartsFrom ?? LIST_IN_PARTS_FROM;
+      const count = r.blockCount ?? r.blockIds!.length / 32;
+      if (count >= from && prev?.blockBase !== undefined && prev.blockPatch && r.readBlocks) {
+        const patch = nextPatch(prev.blockPatch, prev.blockCount ?? 0, r.readBlocks, r.blockIds!, count);
+        if (patch) {
+          node.blockBase = prev.blockBase;
+          node.blockCount = count;
+          node.blockPatch = patch;
+          return;
+        }
+      }
+      if (prev && prev.blockBase !== undefined && !prev.blockIds) await repo.joinBlockList(prev);
+      const ids = (node.blockIds = blockList(r, prev, what));
+      if (count < from) return;
+      node.blockBase = await repo.saveBlob(BlobType.Tree, ids);
+      node.blockCount = count;
+      node.blockPatch = Buffer.alloc(0);
     };
     const readLarge = async (
       abs: Buffer,
@@ -549,10 +567,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           if (prev) changedRanges = await rangesReady;
           const inc = incrementalOf(abs, node, prev);
           r = await readLarge(abs, node.size ?? 0, mtimeMs, inc, blockSize);
-          if (r.blockIds) {
-            node.blockIds = blockList(r, inc ? prev : undefined, show(abs));
-            await listInParts(node, inc ? prev : undefined, r.readBlocks);
-          }
+          if (r.blockIds) await saveBlockList(node, r, inc ? prev : undefined, show(abs));
           if (inc)
             log(
               `${show(abs)}: block-level tracking: read ${r.bytesRead} of ${node.size ?? 0} bytes (${inc.changed.length} changed ranges)`,
@@ -572,7 +587,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           );
           node.size = r.size;
         }
-        if (!node.blockIds) node.content = r.content;
+        if (!node.blockIds && node.blockBase === undefined) node.content = r.content;
         return node;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
@@ -700,7 +715,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       }
       if (decision === 'reuse') return saveDirScan(abs, prevTreeId, 'full');
       if (decision === 'descend') {
-        const prevTree = await repo.loadTree(prevTreeId!);
+        const prevTree = await repo.loadTree(prevTreeId!, { joinLists: false });
         const nodes: TreeNode[] = [];
         for (const n of prevTree.nodes) {
           const childAbs = join(abs, nameBytes(n));
@@ -829,7 +844,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           }
         }
       }
-      const prevTree = prevTreeId ? await repo.loadTree(prevTreeId) : undefined;
+      // block lists in two parts stay unjoined: a night's patch needs only the previous patch
+      const prevTree = prevTreeId ? await repo.loadTree(prevTreeId, { joinLists: false }) : undefined;
       const prevNodes = byName(prevTree);
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
       for (let i = 0; i < names.length; i++) {

@@ -26,7 +26,7 @@ import { encodeIndex, decodeIndex, type IndexPack } from './indexFile.js';
 import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
-import type { ID, Snapshot, SnapshotEntry, Tree } from './types.js';
+import type { ID, Snapshot, SnapshotEntry, Tree, TreeNode } from './types.js';
 
 export const FORMAT_VERSION = 1;
 /**
@@ -495,18 +495,17 @@ export class Repository {
     return this.decodeBlob(id, sealed, loc);
   }
 
-  async loadTree(id: ID): Promise<Tree> {
+  /**
+   * A tree, its block lists in two parts joined (tree.ts) — unless `joinLists` is false: the backup's walk
+   * needs only a previous list's parts (such trees are not cached; cached trees are always joined).
+   */
+  async loadTree(id: ID, opts: { joinLists?: boolean } = {}): Promise<Tree> {
     const cached = this.treeCache.get(id);
     if (cached) return cached.tree;
     const tree = decodeTree(await this.loadBlob(id), `tree ${id.slice(0, 12)}`);
-    for (const n of tree.nodes)
-      if (n.blockBase !== undefined && !n.blockIds) {
-        const what = `tree ${id.slice(0, 12)}, ${JSON.stringify(n.name)}`;
-        const base = await this.loadBlob(n.blockBase).catch((err: Error) => {
-          throw new CorruptObjectError(`${what}: its base block list cannot be read (${err.message})`);
-        });
-        n.blockIds = joinBlockList(n, base, what);
-      }
+    const inParts = tree.nodes.filter((n) => n.blockBase !== undefined && !n.blockIds);
+    if (inParts.length && opts.joinLists === false) return tree;
+    for (const n of inParts) await this.joinBlockList(n, `tree ${id.slice(0, 12)}`);
     // Bounded by weight, not trees: a no-change backup of 1,000,000 files in 10,500 folders kept every
     // folder's tree and peaked at 533 MiB.
     const weight = treeWeight(tree);
@@ -520,6 +519,16 @@ export class Repository {
       this.treeCacheWeight += weight;
     }
     return tree;
+  }
+
+  /** Sets a node's blockIds from its list's two parts (loads the base; tree.ts). */
+  async joinBlockList(n: TreeNode, where = 'a tree'): Promise<void> {
+    if (n.blockBase === undefined || n.blockIds) return;
+    const what = `${where}, ${JSON.stringify(n.name)}`;
+    const base = await this.loadBlob(n.blockBase).catch((err: Error) => {
+      throw new CorruptObjectError(`${what}: its base block list cannot be read (${err.message})`);
+    });
+    n.blockIds = joinBlockList(n, base, what);
   }
 
   saveTree(tree: Tree): Promise<ID> {
