@@ -169,12 +169,6 @@ describe('block lists in two parts', () => {
         return out;
       },
     ];
-    let joins = 0;
-    const join = repo.joinBlockList.bind(repo);
-    repo.joinBlockList = (n, where) => {
-      joins++;
-      return join(n, where);
-    };
     const snaps = [first.snapshotId];
     const bases = [node0.blockBase!];
     let patched = 0;
@@ -182,8 +176,16 @@ describe('block lists in two parts', () => {
       const fh = await fs.open(file, 'r+');
       const changed = await edit(fh);
       await fh.close();
-      joins = 0;
-      const r = await backup(repo, {
+      // each night opens the repository afresh (nothing of the night before in its tree cache) and counts
+      // the block lists it joins
+      const nightly = await Repository.open(repo.backend, 'pw');
+      let joins = 0;
+      const join = nightly.joinBlockList.bind(nightly);
+      nightly.joinBlockList = (n, where) => {
+        joins++;
+        return join(n, where);
+      };
+      const r = await backup(nightly, {
         paths: [dir],
         parent: snaps[snaps.length - 1],
         blockFiles,
@@ -196,7 +198,7 @@ describe('block lists in two parts', () => {
       });
       expect(r.snapshot.scanMode?.mode).toBe('blocks');
       const joinsDuringBackup = joins;
-      const node = (await lookup(repo, r.snapshot, file)).node!;
+      const node = (await lookup(nightly, r.snapshot, file)).node!;
       if (node.blockBase === bases[bases.length - 1]) {
         patched++;
         expect(joinsDuringBackup).toBe(0); // a night's patch is made without loading the base list
@@ -204,11 +206,16 @@ describe('block lists in two parts', () => {
       expect(node.blockPatch!.length).toBeLessThanOrEqual((node.blockCount! * 32) / 8);
       snaps.push(r.snapshotId);
       // the list joined from its parts is the list of a whole read, and the file restores byte for byte
-      const whole = await backup(repo, { paths: [dir], blockFiles, forceFull: true, listInPartsFrom: 1e9 });
-      expect(contentIds(node)).toEqual(contentIds((await lookup(repo, whole.snapshot, file)).node!));
-      await repo.removeSnapshot(whole.snapshotId);
+      const whole = await backup(nightly, {
+        paths: [dir],
+        blockFiles,
+        forceFull: true,
+        listInPartsFrom: 1e9,
+      });
+      expect(contentIds(node)).toEqual(contentIds((await lookup(nightly, whole.snapshot, file)).node!));
+      await nightly.removeSnapshot(whole.snapshotId);
       const out = await tempDir('tm-parts-out-');
-      await restore(repo, { snapshot: r.snapshotId, target: out });
+      await restore(nightly, { snapshot: r.snapshotId, target: out });
       expect(
         (await fs.readFile(path.join(out, path.relative('/', file)))).equals(await fs.readFile(file)),
       ).toBe(true);
@@ -216,8 +223,9 @@ describe('block lists in two parts', () => {
     expect(patched).toBeGreaterThanOrEqual(3); // most nights wrote a patch against the base
     expect(bases.length).toBeGreaterThanOrEqual(2); // and the growing patch brought a new base
     // only the last snapshot stays: what it needs (its base among it) must survive prune
-    for (const id of snaps.slice(0, -1)) await repo.removeSnapshot(id);
-    await prune(repo, { graceMs: 0 });
+    const last = await Repository.open(repo.backend, 'pw');
+    for (const id of snaps.slice(0, -1)) await last.removeSnapshot(id);
+    await prune(last, { graceMs: 0 });
     const fresh = await Repository.open(repo.backend, 'pw');
     const out = await tempDir('tm-parts-out-');
     await restore(fresh, { snapshot: snaps[snaps.length - 1], target: out });
