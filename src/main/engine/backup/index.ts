@@ -518,7 +518,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           return;
         }
       }
-      if (prev && prev.blockBase !== undefined && !prev.blockIds) await repo.joinBlockList(prev);
+      // the previous list, whole, is needed only to patch a copy of it (the worker read some blocks)
+      if (r.readBlocks && prev?.blockBase !== undefined && !prev.blockIds) await repo.joinBlockList(prev);
       const ids = (node.blockIds = blockList(r, prev, what));
       if (count < from) return;
       node.blockBase = await repo.saveBlob(BlobType.Tree, ids);
