@@ -82,7 +82,8 @@ export function blockPolicy(
  * parts (repo/tree.ts): a base list written once, and per snapshot the blocks that differ from it. The
  * patch of a new snapshot is its previous patch with the blocks read this time; when it would pass an
  * eighth of the list a new base is written (every ~12 nights at 1% of the blocks a night, its 8 MiB for a
- * 2 GiB file), so a snapshot's list never costs more than ~1.1× a whole one to store.
+ * 2 GiB file): a night writes at most an eighth of a whole list, or now and then a new base, and reading a
+ * snapshot's list takes at most 1⅛ of one (base and patch).
  */
 export const LIST_IN_PARTS_FROM = 32 * 1024;
 
