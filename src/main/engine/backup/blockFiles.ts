@@ -11,6 +11,7 @@
  * MAX_BLOCKS blocks (index memory and tree size stay bounded: 256 Ki blocks ≈ 15 MiB of index).
  */
 import { minimatch } from 'minimatch';
+import { PATCH_ENTRY } from '../repo/tree.js';
 
 /** VM disks, databases and mail stores: large files written in place. */
 export const DEFAULT_BLOCK_FILE_PATTERNS: readonly string[] = [
@@ -101,32 +102,34 @@ export function nextPatch(
   readIds: Uint8Array,
   count: number,
 ): Buffer | undefined {
-  const ENTRY = 36;
+  const ID = PATCH_ENTRY - 4;
   let past = 0;
   for (const b of readBlocks) if (b >= prevCount && b < count) past++;
-  if (past !== Math.max(0, count - prevCount) || readIds.length !== readBlocks.length * 32)
+  if (past !== Math.max(0, count - prevCount) || readIds.length !== readBlocks.length * ID)
     throw new Error('the blocks read do not cover the end of the file (internal error)');
-  const out: Buffer[] = [];
+  const limit = Math.floor((count * ID) / 8 / PATCH_ENTRY); // entries
+  const out = Buffer.allocUnsafe(
+    Math.min(limit, prevPatch.length / PATCH_ENTRY + readBlocks.length) * PATCH_ENTRY,
+  );
   let entries = 0;
-  const limit = (count * 32) / 8;
-  const entry = (i: number, id: Uint8Array) => {
-    const e = Buffer.allocUnsafe(ENTRY);
-    e.writeUInt32LE(i, 0);
-    e.set(id, 4);
-    out.push(e);
+  /** Appends an entry; false once the patch would pass the limit. */
+  const entry = (i: number, from: Uint8Array, at: number) => {
+    if (entries >= limit) return false;
+    out.writeUInt32LE(i, entries * PATCH_ENTRY);
+    out.set(from.subarray(at, at + ID), entries * PATCH_ENTRY + 4);
     entries++;
+    return true;
   };
   let r = 0;
-  const readId = (k: number) => readIds.subarray(k * 32, (k + 1) * 32);
-  for (let at = 0; at < prevPatch.length; at += ENTRY) {
+  for (let at = 0; at < prevPatch.length; at += PATCH_ENTRY) {
     const i = prevPatch.readUInt32LE(at);
     if (i >= count) break;
-    while (r < readBlocks.length && readBlocks[r] < i) entry(readBlocks[r], readId(r++));
-    if (r < readBlocks.length && readBlocks[r] === i) entry(i, readId(r++));
-    else entry(i, prevPatch.subarray(at + 4, at + ENTRY));
-    if (entries * ENTRY > limit) return undefined;
+    for (; r < readBlocks.length && readBlocks[r] < i; r++)
+      if (!entry(readBlocks[r], readIds, r * ID)) return;
+    const again = r < readBlocks.length && readBlocks[r] === i; // read again today: today's ID
+    if (!(again ? entry(i, readIds, r++ * ID) : entry(i, prevPatch, at + 4))) return undefined;
   }
-  while (r < readBlocks.length && readBlocks[r] < count) entry(readBlocks[r], readId(r++));
-  if (entries * ENTRY > limit) return undefined;
-  return Buffer.concat(out);
+  for (; r < readBlocks.length && readBlocks[r] < count; r++)
+    if (!entry(readBlocks[r], readIds, r * ID)) return;
+  return out.subarray(0, entries * PATCH_ENTRY);
 }
