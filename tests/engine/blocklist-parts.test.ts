@@ -111,6 +111,29 @@ describe('block lists in two parts', () => {
     expect(nextPatch(prev, 100, many, Buffer.alloc(32 * 20), 100)).toBeUndefined(); // 23 entries > 100 / 8 × 32 / 36
   });
 
+  it('check reports a damaged base list as that blob, with the files it affects', async () => {
+    const dir = await tempDir('tm-parts-');
+    const file = path.join(dir, 'disk.img');
+    await fs.writeFile(file, randomBytes(2 * MiB + 5, 61));
+    await fs.writeFile(path.join(dir, 'notes.txt'), 'next to it');
+    const store = new MemoryBackend();
+    const repo = await Repository.init(store, 'pw', { kdf: { N: 1024 } });
+    const r = await backup(repo, { paths: [dir], blockFiles, listInPartsFrom: 64 });
+    const base = (await lookup(repo, r.snapshot, file)).node!.blockBase!;
+    const loc = repo.index.get(base)!;
+    const pack = await store.load('data', loc.pack);
+    pack[loc.offset + 20] ^= 0xff; // inside the sealed base list
+    await store.save('data', loc.pack, pack);
+    const report = await check(await Repository.open(store, 'pw'));
+    expect(report.ok).toBe(false);
+    const problem = report.problems.find((p) => p.object === `blob ${base}`);
+    expect(problem?.kind).toBe('corrupt-blob');
+    expect(problem?.affects).toEqual([`${r.snapshotId.slice(0, 8)}:${file}`]);
+    // the folder's tree itself is sound, and the file next to it is not reported
+    expect(report.problems.filter((p) => p.kind === 'corrupt-tree')).toEqual([]);
+    expect(report.problems).toHaveLength(1);
+  });
+
   it('nights patch the base, a new base comes when the patch grows, and prune keeps what they need', async () => {
     const dir = await tempDir('tm-parts-');
     const file = path.join(dir, 'disk.img');

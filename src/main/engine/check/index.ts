@@ -10,7 +10,7 @@ import { giveBuffer } from '../bufferPool.js';
 import type { Repository } from '../repo/repository.js';
 import { mapLimit } from '../repo/repository.js';
 import type { CheckProblem, CheckReport, ProgressSink } from '../operations.js';
-import type { ID, SnapshotEntry } from '../repo/types.js';
+import type { ID, SnapshotEntry, TreeNode } from '../repo/types.js';
 import { contentIds } from '../repo/tree.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
@@ -23,6 +23,15 @@ export interface CheckOptions {
   signal?: AbortSignal;
   progress?: ProgressSink<{ phase: string; done: number; total: number }>;
   workers?: number;
+}
+
+/** Joins a node's block list in two parts (tree.ts) when it has one; the reason when its base cannot be
+ *  read, or does not fit its patch. */
+async function joinFailure(repo: Repository, n: TreeNode): Promise<string | undefined> {
+  return repo.joinBlockList(n).then(
+    () => undefined,
+    (err: Error) => err.message,
+  );
 }
 
 /** Calls `each` for every file path using one of `blobs`, across the given snapshots. */
@@ -43,13 +52,16 @@ async function findAffected(
       if (trees.has(treeId)) note(treeId, `${s.id.slice(0, 8)}:${p || '/'}`);
       let tree;
       try {
-        tree = await repo.loadTree(treeId);
+        tree = await repo.loadTree(treeId, { joinLists: false });
       } catch {
         return;
       }
       for (const n of tree.nodes) {
         const child = `${p}/${n.name}`;
         if (n.type === 'dir' && n.subtree) await walk(n.subtree, child);
+        if (n.blockBase !== undefined && blobs.has(n.blockBase))
+          note(n.blockBase, `${s.id.slice(0, 8)}:${child}`);
+        if (await joinFailure(repo, n)) continue;
         for (const c of contentIds(n)) if (blobs.has(c)) note(c, `${s.id.slice(0, 8)}:${child}`);
       }
     };
@@ -111,6 +123,7 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
   const used = new Set<string>();
   const badTrees = new Set<string>();
   const absent = new Set<string>();
+  const badLists = new Map<string, string>(); // base block lists stored but unreadable → why
   let done = 0;
   for (const s of snapshots) {
     const walk = async (treeId: ID): Promise<void> => {
@@ -123,7 +136,8 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
       }
       let tree;
       try {
-        tree = await repo.loadTree(treeId);
+        // lists in two parts are joined below, so that a bad base list is reported as that blob
+        tree = await repo.loadTree(treeId, { joinLists: false });
       } catch (err) {
         badTrees.add(treeId);
         problems.push({
@@ -136,7 +150,15 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
       }
       for (const n of tree.nodes) {
         if (n.type === 'dir' && n.subtree) await walk(n.subtree);
-        if (n.blockBase !== undefined) used.add(n.blockBase); // read (and so checked) with its tree
+        if (n.blockBase !== undefined) {
+          used.add(n.blockBase);
+          if (!repo.index.has(n.blockBase)) absent.add(n.blockBase);
+          else {
+            const failure = await joinFailure(repo, n);
+            if (failure) badLists.set(n.blockBase, failure);
+          }
+          if (!n.blockIds) continue; // its blocks are unknown without the base
+        }
         for (const c of contentIds(n)) {
           used.add(c);
           if (!repo.index.has(c)) absent.add(c);
@@ -206,6 +228,9 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
       await releasePool(pool, !!signal?.aborted);
     }
   }
+
+  // a base block list that cannot be joined is a damaged blob, whether or not its pack was read above
+  for (const [id, message] of badLists) if (!damaged.has(id)) damaged.set(id, message);
 
   // name what every problem affects
   const lost = new Set<string>([...absent, ...missingBlobs].filter((b) => used.has(b)));
