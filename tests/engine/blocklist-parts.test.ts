@@ -111,7 +111,7 @@ describe('block lists in two parts', () => {
     expect(nextPatch(prev, 100, many, Buffer.alloc(32 * 20), 100)).toBeUndefined(); // 23 entries > 100 / 8 × 32 / 36
   });
 
-  it('check reports a damaged base list as that blob, with the files it affects', async () => {
+  it('a damaged base list: check reports that blob with the files it affects, restore fails that file alone', async () => {
     const dir = await tempDir('tm-parts-');
     const file = path.join(dir, 'disk.img');
     await fs.writeFile(file, randomBytes(2 * MiB + 5, 61));
@@ -132,6 +132,14 @@ describe('block lists in two parts', () => {
     // the folder's tree itself is sound, and the file next to it is not reported
     expect(report.problems.filter((p) => p.kind === 'corrupt-tree')).toEqual([]);
     expect(report.problems).toHaveLength(1);
+    // a restore fails that file alone, and says why
+    const out = await tempDir('tm-parts-out-');
+    const rr = await restore(await Repository.open(store, 'pw'), { snapshot: r.snapshotId, target: out });
+    expect(rr.errors.map((e) => e.path)).toEqual([file]);
+    expect(rr.errors[0].message).toMatch(/base block list cannot be read/);
+    expect(await fs.readFile(path.join(out, path.relative('/', dir), 'notes.txt'), 'utf8')).toBe(
+      'next to it',
+    );
   });
 
   it('nights patch the base, a new base comes when the patch grows, and prune keeps what they need', async () => {

@@ -125,6 +125,9 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // Subtrees are fetched ahead of the walk (the selected child folders of each folder as soon as it
     // is read; up to 32 reads at once and 256 trees not yet walked), so a cold walk no longer waits for
     // one read at a time. A stack, so they arrive in the order the depth-first walk wants them.
+    // block lists in two parts (tree.ts) are joined file by file below: a damaged base list fails that
+    // file, not its whole folder
+    const loadTree = (id: string) => repo.loadTree(id, { joinLists: false });
     const ahead = new Map<string, Promise<Tree>>();
     const stack: string[] = [];
     let fetching = 0;
@@ -133,7 +136,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         const id = stack.pop()!;
         if (ahead.has(id)) continue;
         fetching++;
-        const p = repo.loadTree(id).finally(() => {
+        const p = loadTree(id).finally(() => {
           fetching--;
           pump();
         });
@@ -144,7 +147,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     const treeOf = (id: string): Promise<Tree> => {
       const p = ahead.get(id);
       ahead.delete(id);
-      return p ?? repo.loadTree(id);
+      return p ?? loadTree(id);
     };
     /** Whether the walk goes into a path at all, and whether it lies inside what is restored (not above
      *  the relativeTo folder). */
@@ -277,6 +280,14 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     const uses = new Map<string, Use[]>();
     // files are created when first written (or finished, when nothing had to be written)
     for (const f of toWrite) {
+      if (f.node.blockBase !== undefined && !f.node.blockIds) {
+        try {
+          await repo.joinBlockList(f.node);
+        } catch (err) {
+          fail(f, (err as Error).message);
+          continue;
+        }
+      }
       let offset = 0;
       for (const id of contentIds(f.node)) {
         const loc = repo.index.get(id);
