@@ -15,7 +15,9 @@ import {
   DEFAULT_BLOCK_FILE_PATTERNS,
   blockPolicy,
   fixedBlockSize,
+  joinStripes,
   MAX_BLOCKS,
+  stripeParts,
 } from '../../src/main/engine/backup/blockFiles.js';
 import { minimatch } from 'minimatch';
 import { contentCount, contentIds, decodeTree, encodeTree } from '../../src/main/engine/repo/tree.js';
@@ -603,6 +605,71 @@ describe('fixed-size blocks for files written in place', () => {
     const node = await expectSavedAsRead(repo, second, file, cut);
     // the same block list as a backup that reads the shrunk file whole
     const whole = await backup(repo, { paths: [dir], blockFiles, forceFull: true });
+    expect(contentIds((await lookup(repo, whole.snapshot, file)).node!)).toEqual(contentIds(node));
+  });
+
+  it('joins the block IDs of striped parts in file order, and refuses parts of the wrong length', () => {
+    // 7 blocks in stripes of 2: part 0 reads stripes 0 and 2 (blocks 0, 1, 4, 5), part 1 stripes 1 and 3
+    const id = (i: number) => Buffer.alloc(32, i + 1);
+    const part0 = Buffer.concat([0, 1, 4, 5].map(id));
+    const part1 = Buffer.concat([2, 3, 6].map(id));
+    expect(joinStripes([part0, part1], 7, 2).equals(Buffer.concat([0, 1, 2, 3, 4, 5, 6].map(id)))).toBe(true);
+    // three parts: stripes 0, 3 / 1 / 2
+    const three = [
+      Buffer.concat([0, 1, 6].map(id)),
+      Buffer.concat([2, 3].map(id)),
+      Buffer.concat([4, 5].map(id)),
+    ];
+    expect(joinStripes(three, 7, 2).equals(Buffer.concat([0, 1, 2, 3, 4, 5, 6].map(id)))).toBe(true);
+    expect(() => joinStripes([part0, part1.subarray(32)], 7, 2)).toThrow(/too few/);
+    expect(() => joinStripes([part0, Buffer.concat([part1, id(7)])], 7, 2)).toThrow(/too many/);
+    // two stripes per worker at least, else one reader
+    expect(stripeParts(64 * MiB, 2)).toBe(2);
+    expect(stripeParts(64 * MiB - 1, 2)).toBe(1);
+    expect(stripeParts(2 * 1024 * MiB, 1)).toBe(1);
+    expect(stripeParts(2 * 1024 * MiB, 8)).toBe(8);
+  });
+
+  for (const workers of [2, 3])
+    it(`reads a whole block file with ${workers} workers in stripes: the same list as one reader, restored byte for byte`, async () => {
+      const dir = await tempDir('tm-blocks-stripes-');
+      const file = path.join(dir, 'disk.img');
+      const size = 3 * MiB + 777; // stripes of 256 KiB: 13 of them, the last short, in a short last block
+      await fs.writeFile(file, randomBytes(size, 91));
+      const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+      const striped = await backup(repo, { paths: [dir], blockFiles, workers, stripeBytes: 256 * 1024 });
+      const one = await backup(repo, { paths: [dir], blockFiles, workers: 1, forceFull: true });
+      const a = (await lookup(repo, striped.snapshot, file)).node!;
+      const b = (await lookup(repo, one.snapshot, file)).node!;
+      expect(stripeParts(size, workers, 256 * 1024)).toBe(workers);
+      expect(contentCount(a)).toBe(Math.ceil(size / B));
+      expect(a.blockIds!.equals(b.blockIds!)).toBe(true);
+      expect(striped.snapshot.stats.bytesRead).toBe(size);
+      expect(striped.skipped).toEqual([]);
+      const out = await tempDir('tm-blocks-out-');
+      await restore(repo, { snapshot: striped.snapshotId, target: out });
+      expect(
+        (await fs.readFile(path.join(out, path.relative('/', file)))).equals(await fs.readFile(file)),
+      ).toBe(true);
+    });
+
+  it('saves a block file that shrank while it was read in stripes as read', async () => {
+    const dir = await tempDir('tm-blocks-stripes-');
+    const file = path.join(dir, 'disk.img');
+    await fs.writeFile(file, randomBytes(3 * MiB, 92));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const cut = MiB + 300 * 1024 + 5; // inside part 1's first stripe (stripes of 256 KiB)
+    const shrink = truncateBeforeRead(file, cut);
+    const r = await backup(repo, {
+      paths: [dir],
+      blockFiles,
+      workers: 2,
+      stripeBytes: 256 * 1024,
+      pauseGate: shrink.gate,
+    });
+    expect(shrink.done()).toBe(true);
+    const node = await expectSavedAsRead(repo, r, file, cut);
+    const whole = await backup(repo, { paths: [dir], blockFiles, workers: 1, forceFull: true });
     expect(contentIds((await lookup(repo, whole.snapshot, file)).node!)).toEqual(contentIds(node));
   });
 });

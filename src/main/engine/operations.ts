@@ -110,6 +110,9 @@ export interface BackupOptions {
   /** Block lists of at least this many blocks are stored in two parts (repo/tree.ts; default
    *  LIST_IN_PARTS_FROM, 32 Ki blocks). For tests. */
   listInPartsFrom?: number;
+  /** A whole read of a block file is shared by the workers in stripes of this many bytes (default
+   *  STRIPE_BYTES, 16 MiB; a file of fewer than two stripes per worker is read by one). For tests. */
+  stripeBytes?: number;
   /** How long to wait for a prune's lock to go away before failing (default 10 minutes). */
   lockWaitMs?: number;
   /** Pause: the backup awaits `wait()` before each file and folder it starts (work in flight finishes). */

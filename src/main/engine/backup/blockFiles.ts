@@ -133,3 +133,35 @@ export function nextPatch(
     if (!entry(readBlocks[r], readIds, r * ID)) return;
   return out.subarray(0, entries * PATCH_ENTRY);
 }
+
+/**
+ * A whole read of a block file is shared by the workers: the file is taken in stripes of STRIPE_BYTES,
+ * worker k reading stripes k, k + parts, … Stripes, not halves, keep the readers close together on the
+ * disk (nearly one sequential pass on a spinning disk, where two far-apart streams would seek).
+ */
+export const STRIPE_BYTES = 16 * 1024 * 1024;
+
+/** How many workers share a whole read of a block file of `size` bytes: all of them (at least two
+ *  stripes each), else one. */
+export function stripeParts(size: number, workers: number, stripeBytes = STRIPE_BYTES): number {
+  return Math.max(1, Math.min(workers, Math.floor(size / (2 * stripeBytes))));
+}
+
+/** The block list of a file of `n` blocks from the IDs each striped part read (32 bytes a block, its
+ *  stripes of `stripe` blocks in order: part k has stripes k, k + parts, …). */
+export function joinStripes(parts: Uint8Array[], n: number, stripe: number): Buffer {
+  const ID = PATCH_ENTRY - 4;
+  const out = Buffer.allocUnsafe(n * ID);
+  const at = parts.map(() => 0);
+  for (let s = 0, first = 0; first < n; s++, first += stripe) {
+    const k = s % parts.length;
+    const len = Math.min(stripe, n - first) * ID;
+    if (at[k] + len > parts[k].length)
+      throw new Error('a striped read returned too few blocks (internal error)');
+    out.set(parts[k].subarray(at[k], at[k] + len), first * ID);
+    at[k] += len;
+  }
+  if (parts.some((p, k) => at[k] !== p.length))
+    throw new Error('a striped read returned too many blocks (internal error)');
+  return out;
+}

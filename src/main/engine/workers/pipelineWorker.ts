@@ -548,6 +548,25 @@ function piecesOf(blocks: Uint32Array | undefined, n: number, B: number, maxPiec
   return pieces;
 }
 
+/** A striped task's blocks (BackupFileTask.stripes) as runs of at most maxPiece bytes, stripe by stripe,
+ *  and how many blocks they hold. */
+function stripedPieces(
+  n: number,
+  B: number,
+  maxPiece: number,
+  st: NonNullable<BackupFileTask['stripes']>,
+): { pieces: BlockRun[]; count: number } {
+  const per = Math.max(1, Math.floor(maxPiece / B));
+  const pieces: BlockRun[] = [];
+  let count = 0;
+  for (let first = st.part * st.blocks; first < n; first += st.parts * st.blocks) {
+    const end = Math.min(n, first + st.blocks);
+    for (let i = first; i < end; i += per) pieces.push({ first: i, count: Math.min(per, end - i) });
+    count += end - first;
+  }
+  return { pieces, count };
+}
+
 /** Runs grouped into batches of at most `limit` bytes and 256 runs (one scattered read each). */
 function batchesOf(pieces: BlockRun[], B: number, limit: number): BlockRun[][] {
   const batches: BlockRun[][] = [];
@@ -624,19 +643,20 @@ async function backupFileBlocks(
   const size = task.size;
   const n = Math.ceil(size / B);
   const inc = task.incremental;
-  const blocks = blocksToRead(n, B, size, inc); // undefined: all n
-  const toRead = blocks ? blocks.length : n;
-  // the IDs and lengths of the blocks read, in the order they are read (for a whole file: at their places)
-  const ids = Buffer.allocUnsafeSlow(toRead * ID_BYTES);
-  const lens = new Int32Array(toRead);
-  // The blocks to read, as pieces of consecutive blocks of at most maxPiece bytes, in batches of at most
-  // PIECE bytes (below).
+  const blocks = blocksToRead(n, B, size, inc); // undefined: all n (or this task's stripes of them)
   const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);
   // Direct reads of consecutive blocks go 1 MiB at a time, several in flight: without the kernel's
   // read-ahead, two 4 MiB reads at a time took 1.8–2.0 s for a whole 2 GiB file, 1 MiB pieces 1.56–1.59 s
   // (through the page cache: ~1.53 s; `npm run bench:cbt`, the whole-file incremental).
   const maxPiece = src.direct ? Math.max(B, Math.min(PIECE, 1024 * 1024)) : PIECE;
-  const pieces = piecesOf(blocks, n, B, maxPiece);
+  const striped = !inc && task.stripes ? stripedPieces(n, B, maxPiece, task.stripes) : undefined;
+  const toRead = blocks ? blocks.length : striped ? striped.count : n;
+  // the IDs and lengths of the blocks read, in the order they are read (for a whole file: at their places)
+  const ids = Buffer.allocUnsafeSlow(toRead * ID_BYTES);
+  const lens = new Int32Array(toRead);
+  // The blocks to read, as pieces of consecutive blocks of at most maxPiece bytes, in batches of at most
+  // PIECE bytes (below).
+  const pieces = striped ? striped.pieces : piecesOf(blocks, n, B, maxPiece);
   let bytesRead = 0;
   let short = false;
   let unreported = 0;
@@ -735,6 +755,7 @@ async function backupFileBlocks(
   }
   const after = await statAfter(src.fh);
   const changedWhileReading = short || after.size !== size || !sameMtime(after.mtimeMs, task.mtimeMs);
+  if (striped) return { content: [], blockIds: ids, bytesRead, size, changedWhileReading, blobs: [], short };
   if (!short) {
     if (!blocks) return { content: [], blockIds: ids, bytesRead, size, changedWhileReading, blobs: [] };
     return {

@@ -37,6 +37,10 @@ export interface BackupFileTask {
   };
   /** Cut into fixed-size blocks of this many bytes instead of content-defined chunks. */
   blockSize?: number;
+  /** A whole read of a block file shared by several workers (no `incremental`): the file is taken in
+   *  stripes of `blocks` blocks, and this task reads stripes part, part + parts, part + 2·parts, … The
+   *  result lists those stripes' block IDs in that order. */
+  stripes?: { blocks: number; parts: number; part: number };
 }
 
 /** Many small files (each below the minimum chunk size) in one task: read with synchronous I/O,
@@ -206,6 +210,9 @@ export interface BackupFileResult {
   /** Small files: the indexes of this file's blobs in SmallFilesResult.sealed (main turns them into
    *  `blobs`). */
   blobRefs?: number[];
+  /** A striped block read (BackupFileTask.stripes) came back short: the file shrank while it was read, and
+   *  the caller reads it again in one task (which keeps what was there). */
+  short?: boolean;
 }
 
 export interface DecodeResult {
