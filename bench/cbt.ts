@@ -6,7 +6,7 @@
 //    a. the tracker alone: sync + swap + FIEMAP + reading only the changed ranges, vs reading the whole file;
 //    b. the real engine: an incremental backup given ChangeHint.changedRanges vs one without (which reads
 //       the changed file whole) — bytes read and wall time. The file is named pages.db, so the engine cuts it
-//       into fixed-size blocks (8 KiB for 2 GiB: a "block file", src/main/engine/backup/blockFiles.ts);
+//       into fixed-size blocks (4 KiB for 2 GiB: a "block file", src/main/engine/backup/blockFiles.ts);
 //    plus what widening every range to the enclosing FastCDC chunks of the previous version costs (1 MiB and
 //    64 KiB averages), and what coarser tracking granularities would read.
 // 2. Tracker overhead on write throughput: fio sequential (1 MiB) and random (4 KiB) O_DIRECT writes on

@@ -170,7 +170,7 @@ describe('catalog with the real engine', () => {
         await repo.close();
       }
     };
-    expect(await blockSizeOf(undefined)).toBe(8192); // a job option, on unless turned off
+    expect(await blockSizeOf(undefined)).toBe(4096); // a job option, on unless turned off
     expect(await blockSizeOf(false)).toBeUndefined();
     catalog.close();
   });

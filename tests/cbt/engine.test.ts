@@ -18,6 +18,7 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
+import { MIN_BLOCK_SIZE } from '../../src/main/engine/backup/blockFiles.js';
 
 const avail = cbtAvailability();
 const MiB = 1 << 20;
@@ -109,8 +110,8 @@ describe.skipIf(!avail.ok)('backups with block tracking equal full backups', () 
         // fixed-size blocks: exactly the blocks the ranges touch, plus a tail that is not whole in both versions
         let expected = 0;
         big.forEach((f, k) => {
-          const B = 8192;
           const size = fs.statSync(f).size;
+          const B = MIN_BLOCK_SIZE;
           const n = Math.ceil(size / B);
           const need = new Set<number>();
           for (let i = Math.floor(Math.min(size, sizesBefore[k]) / B); i < n; i++)
@@ -133,7 +134,7 @@ describe.skipIf(!avail.ok)('backups with block tracking equal full backups', () 
         });
         expect(tracked.snapshot.stats.bytesRead).toBe(expected);
         const node = (await lookup(repo, tracked.snapshot, big[0])).node!;
-        expect(node.blockSize).toBe(8192);
+        expect(node.blockSize).toBe(MIN_BLOCK_SIZE);
       }
 
       const target = path.join(loop.dir, `restore-${round}`);

@@ -27,7 +27,7 @@ import { CompressionProbe } from '../../src/main/engine/compress/index.js';
 import { spareSegmentCount } from '../../src/main/engine/workers/index.js';
 
 const MiB = 1024 * 1024;
-const B = 8192;
+const B = 4096;
 const blockFiles = { minSize: MiB };
 /** A change hint naming one changed file and its changed byte ranges (what block tracking would give). */
 const hintFor = (dir: string, file: string, ranges: { offset: number; length: number }[]) => ({
@@ -124,19 +124,19 @@ function expectedRead(changed: { offset: number; length: number }[], oldSize: nu
 
 describe('fixed-size blocks for files written in place', () => {
   it('picks the block size so no file has more than MAX_BLOCKS blocks, and matches by name and size', () => {
-    expect(fixedBlockSize(2 * 1024 * MiB)).toBe(8192);
-    expect(fixedBlockSize(2 * 1024 * MiB + 1)).toBe(16384);
-    expect(fixedBlockSize(40 * 1024 * MiB)).toBe(256 * 1024);
+    expect(fixedBlockSize(2 * 1024 * MiB)).toBe(4096);
+    expect(fixedBlockSize(2 * 1024 * MiB + 1)).toBe(8192);
+    expect(fixedBlockSize(40 * 1024 * MiB)).toBe(128 * 1024);
     expect(Math.ceil((40 * 1024 * MiB) / fixedBlockSize(40 * 1024 * MiB))).toBeLessThanOrEqual(MAX_BLOCKS);
     const policy = blockPolicy({})!;
-    expect(policy('Windows 11.VHDX', 100 * MiB)).toBe(8192);
-    expect(policy('mail.pst', 100 * MiB)).toBe(8192);
+    expect(policy('Windows 11.VHDX', 100 * MiB)).toBe(4096);
+    expect(policy('mail.pst', 100 * MiB)).toBe(4096);
     expect(policy('movie.mkv', 100 * MiB)).toBeUndefined();
     expect(policy('small.db', 10 * MiB)).toBeUndefined();
     expect(blockPolicy({ patterns: [] })).toBeUndefined();
     expect(blockPolicy(false)).toBeUndefined();
     expect(blockPolicy(undefined)).toBeUndefined(); // off unless asked for
-    expect(blockPolicy({})!('disk.qcow2', 64 * MiB)).toBe(8192); // the default patterns and size
+    expect(blockPolicy({})!('disk.qcow2', 64 * MiB)).toBe(4096); // the default patterns and size
   });
 
   it('matches "*.ext" patterns by suffix exactly as minimatch does, and other globs with minimatch', () => {
@@ -157,8 +157,8 @@ describe('fixed-size blocks for files written in place', () => {
       const expected = patterns.some((p) => minimatch(name, p, { nocase: true, dot: true, matchBase: true }));
       expect(policy(name, 1) !== undefined, name).toBe(expected);
     }
-    expect(policy('disk-01.img', 1)).toBe(8192);
-    expect(policy('vm.raw', 1)).toBe(8192);
+    expect(policy('disk-01.img', 1)).toBe(4096);
+    expect(policy('vm.raw', 1)).toBe(4096);
     expect(blockPolicy({ patterns: ['disk-??.img'], minSize: 0 })!('disk-1.img', 1)).toBeUndefined();
   });
 

@@ -28,7 +28,7 @@ import type { TreeNode } from '../../src/main/engine/repo/types.js';
 import { randomBytes, seededRandom, tempDir } from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
-const B = 8192;
+const B = 4096;
 const blockFiles = { minSize: MiB };
 
 function patchOf(entries: [number, Buffer][]): Buffer {
@@ -145,7 +145,7 @@ describe('block lists in two parts', () => {
   it('nights patch the base, a new base comes when the patch grows, and prune keeps what they need', async () => {
     const dir = await tempDir('tm-parts-');
     const file = path.join(dir, 'disk.img');
-    let size = 4 * MiB + 777;
+    let size = 2 * MiB + 777;
     await fs.writeFile(file, randomBytes(size, 51));
     const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
     const listInPartsFrom = 64; // this file has 513 blocks
