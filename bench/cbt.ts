@@ -94,6 +94,58 @@ async function readRanges(file: string, ranges: ByteRange[], depth = 32): Promis
   return total;
 }
 
+/** Reads the ranges as the engine reads a block file's changed blocks (src/main/engine/backup/scatterRead.ts):
+ *  past the page cache where the filesystem allows (O_DIRECT into aligned buffers, AIO in the addon), in
+ *  batches of up to 256 pieces / 4 MiB, two batches at once; returns the bytes read and how. */
+async function readLikeEngine(file: string, ranges: ByteRange[]): Promise<{ got: number; how: string }> {
+  const direct = (await directIoFilesystem(file)) && O_DIRECT !== undefined;
+  const pieces: ByteRange[] = [];
+  for (const r of [...ranges].sort((a, b) => a.offset - b.offset)) {
+    // direct reads take whole 4 KiB units
+    const start = direct ? Math.floor(r.offset / PAGE) * PAGE : r.offset;
+    const end = direct ? Math.ceil((r.offset + r.length) / PAGE) * PAGE : r.offset + r.length;
+    for (let o = start; o < end; o += MiB) pieces.push({ offset: o, length: Math.min(MiB, end - o) });
+  }
+  const batches: ByteRange[][] = [];
+  let bytes = 0;
+  for (const r of pieces) {
+    const last = batches[batches.length - 1];
+    if (last && last.length < 256 && bytes + r.length <= 4 * MiB) {
+      last.push(r);
+      bytes += r.length;
+    } else {
+      batches.push([r]);
+      bytes = r.length;
+    }
+  }
+  const fd = fs.openSync(file, direct ? fs.constants.O_RDONLY | O_DIRECT! : fs.constants.O_RDONLY);
+  let got = 0;
+  let next = 0;
+  const via = new Set<string>();
+  try {
+    await Promise.all(
+      [0, 1].map(async () => {
+        const into = direct ? takeAligned(4 * MiB) : undefined;
+        try {
+          while (next < batches.length) {
+            const r = await readScattered(fd, batches[next++], 24, { into });
+            via.add(r.via);
+            for (const n of r.got) got += n;
+          }
+        } finally {
+          if (into) giveAligned(into);
+        }
+      }),
+    );
+  } finally {
+    fs.closeSync(fd);
+  }
+  return {
+    got,
+    how: `${direct ? 'direct I/O, ' : ''}${[...via].join('/')}${nativeScatteredReads ? ', native batches' : ''}`,
+  };
+}
+
 /** CPU time the tracker's eBPF programs spent (kernel.bpf_stats_enabled): {ns, runs} summed over them. */
 function bpfStats(): { ns: number; runs: number } {
   try {
@@ -247,7 +299,7 @@ try {
   const ranges = (await computeChangedRanges([file], s)).get(file);
   const t2 = now();
   if (!ranges) throw new Error('block tracking fell back to a whole-file read');
-  const readCbt = await readRanges(file, ranges);
+  const { got: readCbt, how: readHow } = await readLikeEngine(file, ranges);
   const t3 = now();
   // (not committed: the engine runs below start again from the first backup's baseline)
   const missed = [...chosen].filter(
@@ -364,10 +416,10 @@ try {
   console.log('  incremental of the changed file            bytes read        wall time');
   console.log(`    without block tracking (whole file)      ${fmt(readFull).padEnd(16)}  ${ms(fullTime)}`);
   console.log(
-    `    with block tracking (ranges only)        ${fmt(readCbt).padEnd(16)}  ${ms(cbtTime)}  (sync+swap ${ms(t1 - t0)}, FIEMAP+ranges ${ms(t2 - t1)}, reads ${ms(t3 - t2)})`,
+    `    with block tracking (ranges only)        ${fmt(readCbt).padEnd(16)}  ${ms(cbtTime)}  (sync+swap ${ms(t1 - t0)}, FIEMAP+ranges ${ms(t2 - t1)}, reads ${ms(t3 - t2)}: ${readHow})`,
   );
   console.log(
-    `    → ${(readCbt / written).toFixed(2)}× the bytes written (target ≤ 3×), ${(fullTime / cbtTime).toFixed(1)}× faster (target ≥ 10×), ${ranges.length} ranges`,
+    `    → ${(readCbt / written).toFixed(2)}× the bytes written, ${(fullTime / cbtTime).toFixed(1)}× faster (the tracker and plain reads alone; the targets are the engine's, below), ${ranges.length} ranges`,
   );
   console.log('');
   console.log('  the engine: incremental backup of the same change          bytes read        wall time');
@@ -398,38 +450,12 @@ try {
       if (last && last.offset + last.length === b * B) last.length += B;
       else blockRanges.push({ offset: b * B, length: B });
     }
-    // read as the engine reads them (src/main/engine/backup/scatterRead.ts): batches of up to 256 pieces /
-    // 4 MiB, two at once, 24 reads in flight each
-    const batches: ByteRange[][] = [];
-    for (const r of blockRanges) {
-      const last = batches[batches.length - 1];
-      if (last && last.length < 256 && last.reduce((n, x) => n + x.length, 0) + r.length <= 4 * MiB)
-        last.push(r);
-      else batches.push([r]);
-    }
     dropFileCache(file);
-    // past the page cache where the engine reads so (O_DIRECT into aligned buffers: AIO in the addon)
-    const direct = (await directIoFilesystem(file)) && O_DIRECT !== undefined;
-    const fd = fs.openSync(file, direct ? fs.constants.O_RDONLY | O_DIRECT! : fs.constants.O_RDONLY);
     const tr = now();
-    let got = 0;
-    let next = 0;
-    const via = new Set<string>();
-    await Promise.all(
-      [0, 1].map(async () => {
-        const into = direct ? takeAligned(4 * MiB) : undefined;
-        while (next < batches.length) {
-          const r = await readScattered(fd, batches[next++], 24, { into });
-          via.add(r.via);
-          for (const n of r.got) got += n;
-        }
-        if (into) giveAligned(into);
-      }),
-    );
+    const { got, how } = await readLikeEngine(file, blockRanges);
     const floor = now() - tr;
-    fs.closeSync(fd);
     console.log(
-      `    reading just those ${blocks.size} blocks (${fmt(got)}; as the engine reads them: ${direct ? 'direct I/O, ' : ''}${[...via].join('/')}${nativeScatteredReads ? ', native batches' : ''}; no hashing, no repository), cold: ${ms(floor)} → on this storage an incremental of this change can be at most ${(engineFullTime / floor).toFixed(1)}× faster than the whole-file one`,
+      `    reading just those ${blocks.size} blocks (${fmt(got)}; as the engine reads them: ${how}; no hashing, no repository), cold: ${ms(floor)} → on this storage an incremental of this change can be at most ${(engineFullTime / floor).toFixed(1)}× faster than the whole-file one`,
     );
   }
   const win = blockSize ?? MiB;
