@@ -672,4 +672,30 @@ describe('fixed-size blocks for files written in place', () => {
     const whole = await backup(repo, { paths: [dir], blockFiles, workers: 1, forceFull: true });
     expect(contentIds((await lookup(repo, whole.snapshot, file)).node!)).toEqual(contentIds(node));
   });
+
+  it('restores block files of repeated, all-zero and distinct blocks byte for byte, the zeros as holes', async () => {
+    // the blocks of one file follow each other in a pack and are written in runs; a repeated block is one
+    // blob written at several places (in two files); all-zero blocks are left as holes
+    const dir = await tempDir('tm-blocks-runs-');
+    const n = 768;
+    const a = Buffer.alloc(n * B);
+    randomBytes(200 * B, 70).copy(a, 0); // distinct
+    // blocks 200–455 stay zero (1 MiB): a hole
+    for (let i = 456; i < 600; i++) randomBytes(B, 71).copy(a, i * B); // one block repeated
+    randomBytes((n - 600) * B, 72).copy(a, 600 * B);
+    // b's copy of the repeated block starts where a's run of it ends (600 blocks in): a run is one file's
+    const b = Buffer.concat([randomBytes(600 * B, 73), randomBytes(B, 71), randomBytes(MiB + 5, 74)]);
+    await fs.writeFile(path.join(dir, 'a.img'), a);
+    await fs.writeFile(path.join(dir, 'b.img'), b);
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const r = await backup(repo, { paths: [dir], blockFiles });
+    expect((await lookup(repo, r.snapshot, path.join(dir, 'a.img'))).node!.blockSize).toBe(B);
+    const out = await tempDir('tm-blocks-out-');
+    const res = await restore(repo, { snapshot: r.snapshotId, target: out, relativeTo: dir });
+    expect(res.errors).toEqual([]);
+    expect((await fs.readFile(path.join(out, 'a.img'))).equals(a)).toBe(true);
+    expect((await fs.readFile(path.join(out, 'b.img'))).equals(b)).toBe(true);
+    const st = await fs.stat(path.join(out, 'a.img'));
+    expect(st.blocks * 512).toBeLessThanOrEqual(a.length - MiB); // the zero blocks were not written
+  });
 });
