@@ -31,8 +31,8 @@ import type { ID, Snapshot, SnapshotEntry, Tree, TreeNode } from './types.js';
 export const FORMAT_VERSION = 1;
 /**
  * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
- * JavaScript objects each; a block file's list counts as its bytes / 400 more, so one list of 256 Ki
- * blocks fits). It was 100,000: a no-change backup of 1,000,000 files peaked at 401–411 MiB, of which
+ * JavaScript objects each; a block file's list counts as its bytes / 800 more, so one list of 512 Ki
+ * blocks, 16 MiB, fits). It was 100,000: a no-change backup of 1,000,000 files peaked at 401–411 MiB, of which
  * ~40 MB were cached trees the walk never asked for again, ~4× that with V8's heap growth; at 24,000 it
  * peaked at 271–293 MiB in 9.9–11.2 s (9.7–9.9 s before, on a noisy machine; CLI with
  * `TIDEMARK_BENCH_STATS`). A restore of the bench dataset took as long (each tree is read once; tree
@@ -42,7 +42,7 @@ const TREE_CACHE_WEIGHT = 24_000;
 
 function treeWeight(tree: Tree): number {
   let w = tree.nodes.length;
-  for (const n of tree.nodes) if (n.blockIds) w += Math.ceil(n.blockIds.length / 400);
+  for (const n of tree.nodes) if (n.blockIds) w += Math.ceil(n.blockIds.length / 800);
   return w;
 }
 
@@ -281,7 +281,7 @@ export class Repository {
     const idBuf = blobId(this.key.id, plain);
     const id = idBuf.toString('hex');
     if (!this.claimBlob(id)) return id;
-    // Large trees (a block file's list of up to 256 Ki IDs) compress at level 1: random IDs gain nothing
+    // Large trees (a block file's list of up to 512 Ki IDs) compress at level 1: random IDs gain nothing
     // from level 3, which would hold the event loop ~4× longer. Whether to try at all is judged from
     // samples (worthCompressing): a mostly empty VM disk lists the same zero-block ID over and over, which
     // compresses a thousandfold.

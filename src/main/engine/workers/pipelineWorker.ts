@@ -493,7 +493,7 @@ function extentOf(p: BlockRun, B: number, size: number): Piece {
 }
 
 /*
- * The loops over a block file's blocks (up to 256 Ki) and over a batch's blocks are functions of their
+ * The loops over a block file's blocks (up to 512 Ki) and over a batch's blocks are functions of their
  * own. Inside the large async backupFileBlocks they made V8 optimize all of it, on-stack replacement
  * included (~100 ms of a helper thread's time per incremental of a 2 GiB file, thrown away when a rarely
  * taken path deoptimized it, so paid again next run); on a two-core PC that is time the reads and the

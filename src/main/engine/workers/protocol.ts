@@ -197,8 +197,8 @@ export interface BackupFileResult {
    *  read, in that order (TreeNode.blockIds). */
   blockIds?: Uint8Array;
   /** Fixed-size blocks given incremental: the indexes of the blocks read (ascending) and the file's
-   *  block count; every other block is the previous version's (a 2 GiB file has 256 Ki blocks: the
-   *  whole list each way cost ~20 ms on every incremental of it). */
+   *  block count; every other block is the previous version's (a 2 GiB file had 256 Ki blocks of 8 KiB
+   *  then: the whole list each way cost ~20 ms on every incremental of it). */
   readBlocks?: Uint32Array;
   blockCount?: number;
   bytesRead: number;
