@@ -78,7 +78,7 @@ describe('the trees a repository keeps loaded', () => {
         (_, i) => ({ name: `${tag}-${i}`, type: 'file', mode: 0o644, mtimeNs: '1', size: i }) as TreeNode,
       ),
     });
-    // one block file listing 131,072 blocks (4 MiB of IDs): weighs ~10,500 entries
+    // one block file listing 262,144 blocks (8 MiB of IDs): weighs ~10,500 entries
     const list = {
       nodes: [
         {
@@ -86,9 +86,9 @@ describe('the trees a repository keeps loaded', () => {
           type: 'file',
           mode: 0o644,
           mtimeNs: '1',
-          size: 131_072 * 8192,
-          blockSize: 8192,
-          blockIds: Buffer.alloc(131_072 * 32, 7),
+          size: 262_144 * 4096,
+          blockSize: 4096,
+          blockIds: Buffer.alloc(262_144 * 32, 7),
         } as TreeNode,
       ],
     };
@@ -96,6 +96,11 @@ describe('the trees a repository keeps loaded', () => {
     const b = await writer.saveTree(big('b'));
     await writer.flush();
     const c = await writer.saveTree(list); // a pack of its own: a's pack is not read whole below
+    await writer.flush();
+    // the longest list there is (512 Ki blocks, a 2 GiB file's at 4 KiB: 16 MiB of IDs), in a pack of its own
+    const n = 512 * 1024;
+    const longest = { nodes: [{ ...list.nodes[0], size: n * 4096, blockIds: Buffer.alloc(n * 32, 9) }] };
+    const d = await writer.saveTree(longest);
     await writer.flush();
     const repo = await Repository.open(backend, 'pw');
     await repo.loadIndex();
@@ -111,5 +116,8 @@ describe('the trees a repository keeps loaded', () => {
     expect(backend.reads.length).toBe(4); // c was kept
     await repo.loadTree(a);
     expect(backend.reads.length).toBe(5); // a was not
+    await repo.loadTree(d);
+    await repo.loadTree(d);
+    expect(backend.reads.length).toBe(6); // the longest list is kept too
   });
 });
