@@ -140,8 +140,9 @@ export function nextPatch(
 
 /**
  * A whole read of a block file is shared by the workers: the file is taken in stripes of STRIPE_BYTES,
- * worker k reading stripes k, k + parts, … Stripes, not halves, keep the readers close together on the
- * disk (nearly one sequential pass on a spinning disk, where two far-apart streams would seek).
+ * worker k reading stripes k, k + parts, … Stripes, not halves, keep the readers within a few stripes of
+ * each other, meant for spinning disks, where two far-apart streams would seek (not measured: this
+ * machine has none).
  */
 export const STRIPE_BYTES = 16 * 1024 * 1024;
 
