@@ -698,4 +698,25 @@ describe('fixed-size blocks for files written in place', () => {
     const st = await fs.stat(path.join(out, 'a.img'));
     expect(st.blocks * 512).toBeLessThanOrEqual(a.length - MiB); // the zero blocks were not written
   });
+
+  it('restores a night that changed one block in each of many block files (more files than a worker keeps open)', async () => {
+    const dir = await tempDir('tm-blocks-many-');
+    const files = Array.from({ length: 40 }, (_, i) => path.join(dir, `d${String(i).padStart(2, '0')}.img`));
+    for (const [i, f] of files.entries()) await fs.writeFile(f, randomBytes(MiB + 100, 200 + i));
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    const first = await backup(repo, { paths: [dir], blockFiles });
+    for (const [i, f] of files.entries()) {
+      const fh = await fs.open(f, 'r+');
+      await fh.write(randomBytes(B, 300 + i), 0, B, ((i * 37) % 200) * B);
+      await fh.close();
+    }
+    // the night's new blocks, one per file, sit side by side in one pack: one restore task writes all 40 files
+    const night = await backup(repo, { paths: [dir], blockFiles, parent: first.snapshotId });
+    expect(night.snapshot.stats.newBlobs).toBeGreaterThanOrEqual(40);
+    const out = await tempDir('tm-blocks-out-');
+    const res = await restore(repo, { snapshot: night.snapshotId, target: out, relativeTo: dir });
+    expect(res.errors).toEqual([]);
+    for (const f of files)
+      expect((await fs.readFile(path.join(out, path.basename(f)))).equals(await fs.readFile(f))).toBe(true);
+  });
 });

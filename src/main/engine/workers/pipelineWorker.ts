@@ -1085,6 +1085,13 @@ class PartWriter {
     try {
       let fd = this.fds.get(run.key);
       if (fd === undefined) {
+        // a task's blobs may belong to many files (a night's changed blocks of many block files): a few
+        // dozen stay open, the one opened first is closed for the next
+        if (this.fds.size >= MAX_OPEN_PARTS) {
+          const [oldest, ofd] = this.fds.entries().next().value!;
+          this.fds.delete(oldest);
+          closeSync(ofd);
+        }
         fd = openSync(Buffer.from(run.path), FS.O_WRONLY | FS.O_NOFOLLOW);
         this.fds.set(run.key, fd);
       }
@@ -1107,6 +1114,7 @@ class PartWriter {
   }
 }
 const STAGING_MAX = 8 * 1024 * 1024;
+const MAX_OPEN_PARTS = 32;
 
 function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer[] } {
   const transfer: ArrayBuffer[] = [];
