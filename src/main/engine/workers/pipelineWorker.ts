@@ -1110,6 +1110,8 @@ class PartWriter {
     } finally {
       for (const fd of this.fds.values()) closeSync(fd);
       this.fds.clear();
+      // a blob larger than STAGING_MAX (a huge file's block) grew the buffer past it: not kept for good
+      if (stagingBuf && stagingBuf.length > STAGING_MAX) stagingBuf = undefined;
     }
   }
 }
