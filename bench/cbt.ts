@@ -69,9 +69,10 @@ function dropFileCache(file: string): void {
   execFileSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
 }
 
-/** Reads the ranges with up to `depth` reads in flight (the libuv pool: UV_THREADPOOL_SIZE, set by the npm
- *  script), in pieces of at most 4 MiB; returns the bytes read. */
-async function readRanges(file: string, ranges: ByteRange[], depth = 32): Promise<number> {
+/** Reads the ranges through the page cache with `depth` reads in flight (fs reads: the libuv pool), in
+ *  pieces of at most 4 MiB; returns the bytes read. (The whole file, the plain way; the changed ranges are
+ *  read as the engine reads them: readLikeEngine.) */
+async function readRanges(file: string, ranges: ByteRange[], depth: number): Promise<number> {
   const fh = await fs.promises.open(file, 'r');
   const pieces: [number, number][] = [];
   for (const r of ranges)
