@@ -78,12 +78,15 @@ describe('tidemark CLI', () => {
       ['find', '*.jpg'],
       ['diff', snaps[0], snaps[1]],
       ['check'],
-    ])
-      expect((await runCli(['-r', repo, ...args])).code).toBe(0);
+    ]) {
+      const r = await runCli(['-r', repo, ...args]);
+      expect(r.code, `${args[0]}: signal ${r.signal}; ${r.stderr}`).toBe(0);
+    }
     const target = path.join(work, 'ro-restore');
-    expect(
-      (await runCli(['-r', repo, '--limit-download', '50', 'restore', 'latest', '--target', target])).code,
-    ).toBe(0);
+    // (it once died by a signal in a full CI run, not reproduced in 260 runs alone or under load: the
+    // message says which signal and what it printed, should it happen again)
+    const r = await runCli(['-r', repo, '--limit-download', '50', 'restore', 'latest', '--target', target]);
+    expect(r.code, `signal ${r.signal}; ${r.stderr}`).toBe(0);
     expect(await listRepoFiles(repo)).toEqual(before);
   });
 

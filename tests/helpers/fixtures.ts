@@ -166,7 +166,9 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export const CLI = path.join(ROOT, 'bin/tidemark.mjs');
 
 export interface CliResult {
+  /** The exit code; -1 when the process was killed by a signal (`signal`). */
   code: number;
+  signal?: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
   json?: any;
@@ -204,14 +206,14 @@ export function runCli(
     child.stdout!.on('data', (d) => (stdout += d));
     child.stderr!.on('data', (d) => (stderr += d));
     child.on('error', reject);
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       let json: any;
       if (args.includes('--json')) {
         try {
           json = JSON.parse(stdout);
         } catch {}
       }
-      resolve({ code: code ?? -1, stdout, stderr, json });
+      resolve({ code: code ?? -1, signal, stdout, stderr, json });
     });
   });
 }
