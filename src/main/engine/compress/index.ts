@@ -110,13 +110,18 @@ let decompressScratch: Buffer | undefined;
 const KEEP_SCRATCH = 8 * 1024 * 1024;
 
 /**
- * The thread's compression context for inputs of this size: one for small inputs (small files, a block
- * file's blocks) and one for the rest. zstd sizes a context's tables to its input and frees and maps them
- * again when the input size keeps changing; mixing 8 KiB files with 1 MiB chunks in one context cost ~34,000
- * page faults (tables zeroed in fresh memory) of a full backup of `npm run bench`'s dataset.
+ * The thread's compression context for inputs of this size. zstd sizes a context's tables to its input
+ * (smaller tables for each halving of an input under 16 KiB, one parameter set up to 128 KiB, another
+ * above) and, when a context's workspace stays over three times what its inputs need for 128 calls, frees
+ * it and maps a new one the next time a larger input comes: fresh memory, a page fault per page as the
+ * tables are zeroed. One context for all inputs under 128 KiB still did that as small files of 1–16 KiB
+ * came mixed (`npm run bench`'s full backup, CLI: ~26,000 page faults in zstd's table reset, ~2,600 with a
+ * context per doubling up to 16 KiB, one up to 128 KiB and one above). Seven contexts per thread and level.
  */
 function cctxFor(level: number, size: number): InstanceType<Binding['CCtx']> {
-  const key = size < 128 * 1024 ? -level : level;
+  const sizeClass =
+    size <= 16 * 1024 ? Math.ceil(Math.log2(Math.max(size, 1024))) : size <= 128 * 1024 ? 20 : 21;
+  const key = level * 64 + sizeClass;
   cctxs ??= new Map();
   let c = cctxs.get(key);
   if (!c) {

@@ -72,9 +72,11 @@ const WORKER_YOUNG_GENERATION_MB = 2;
 const FILE_LOAD = 2;
 
 /** Sealed-segment buffers kept for the workers (keepSpareSealed): two per task that seals (a worker keeps
- *  up to four, see pipelineWorker's scratch). */
-const MAX_SPARE_SEALED = 16;
-const MAX_SPARE_SEALED_BYTES = 64 * 1024 * 1024;
+ *  up to six, see pipelineWorker's scratch). They come back in bursts, all of a pack's at once when it is
+ *  written; with room for 16 a full backup of the bench dataset dropped ~170 of them while later tasks
+ *  found none to take (and sealed into fresh memory). */
+const MAX_SPARE_SEALED = 32;
+const MAX_SPARE_SEALED_BYTES = 96 * 1024 * 1024;
 const SPARES_PER_TASK = 2;
 
 export function defaultWorkerCount(): number {

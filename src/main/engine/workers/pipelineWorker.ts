@@ -81,17 +81,23 @@ function giveBlock(buf: Buffer): void {
  * Buffers of whole MiBs to seal into and to read small files into, used again instead of freed. A fresh
  * multi-MiB buffer is fresh memory from the kernel (the engine maps large allocations and unmaps them when
  * freed): AES writing sealed blobs into new buffers, reading small files into new ones and unmapping them
- * afterwards were ~0.5 CPU-s of a full backup of `npm run bench`'s dataset (perf: 346,000 page faults, now
+ * afterwards were ~0.5 CPU-s of a full backup of `npm run bench`'s dataset (perf: 346,000 page faults, then
  * ~180,000). A sealed segment's buffer comes back from the main thread once every pack holding its blobs is
  * written (Repository.returnBuffers, WorkerPool.keepSpareSealed), with a later task (ToWorker.spares) or
  * dedup answer (QueryReply.scratch); a small-file batch's read buffer is free as soon as it is sealed.
+ * Every buffer from 128 KiB on (glibc maps those afresh, see bin/malloc-env.mjs) gets whole MiBs: a batch
+ * of small files (0.1–0.5 MiB read, as much sealed) used to get exactly its size, a buffer no later batch
+ * fitted, so each batch mapped two new ones. With that and room for six buffers here (and 32 at the main
+ * thread) the buffers come back in time: a CLI full backup of the bench dataset faulted 114,000–127,000
+ * pages instead of 171,000–186,000 and took 6.7–7.1 s instead of 7.2–7.5 s (five runs alternating, with
+ * zstd's contexts by size, compress/index.ts cctxFor), peak RSS ~265 MB instead of ~245.
  */
 const scratch: ArrayBuffer[] = [];
-const MAX_SCRATCH = 4;
-const MAX_SCRATCH_BYTES = 32 * 1024 * 1024;
+const MAX_SCRATCH = 6;
+const MAX_SCRATCH_BYTES = 48 * 1024 * 1024;
 const MiB = 1024 * 1024;
-/** The capacity a buffer of `size` bytes gets: whole MiBs from half a MiB on, the exact size below. */
-const capacityFor = (size: number) => (size < MiB / 2 ? Math.max(1, size) : Math.ceil(size / MiB) * MiB);
+/** The capacity a buffer of `size` bytes gets: whole MiBs from 128 KiB on, the exact size below. */
+const capacityFor = (size: number) => (size < 128 * 1024 ? Math.max(1, size) : Math.ceil(size / MiB) * MiB);
 /** A buffer of `size` bytes and an ArrayBuffer of its own (it may move to another thread): a kept one at
  *  most twice the capacity it needs, or a new one. */
 function takeScratch(size: number): Buffer {
