@@ -1,7 +1,8 @@
 /**
- * `npm run bench:zstd`: why the default zstd level is 3. Compresses 1 MiB chunks of the benchmark
- * dataset's text log and page-structured database at levels 1–6 and prints the stored fraction and the
- * single-core speed. The repository size target (within ±5% of restic's) rules out level 1.
+ * `npm run bench:zstd`: what each zstd level stores of the benchmark dataset's text log and page-structured
+ * database (1 MiB chunks, levels 1–6) and how fast one core compresses it (wall time of one pass: noisy on
+ * a shared machine). `npm run bench:floor` measures the levels on the whole dataset's CPU time; why the
+ * default is 2: src/shared/compression.ts.
  */
 import fs from 'node:fs';
 import path from 'node:path';

@@ -46,6 +46,7 @@ import {
   placeKeyOf,
 } from './destination.js';
 import { describeDestination } from '../../shared/destination.js';
+import { DEFAULT_COMPRESSION_LEVEL } from '../../shared/compression.js';
 import type { Destination } from '../../shared/api.js';
 
 const iso = (ms: number | null | undefined) => new Date(ms ?? 0).toISOString();
@@ -171,7 +172,8 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       excludes: [...new Set(excludes)],
       schedule: toCatalogSchedule(spec.schedule),
       retention: spec.retention,
-      compressionLevel: spec.options.compressionLevel ?? current?.compressionLevel ?? 3,
+      compressionLevel:
+        spec.options.compressionLevel ?? current?.compressionLevel ?? DEFAULT_COMPRESSION_LEVEL,
       options: {
         ...(current?.options ?? {}),
         readLimitBytesPerSec: spec.options.readLimitMBps

@@ -8,12 +8,13 @@ import path from 'node:path';
 import type { Job, RunDetail, RunSummary, Settings } from '../../shared/api.js';
 import type { JobSpec, JobStore, RunStore, SettingsStore } from './services.js';
 import { summaryOf } from './runner.js';
+import { DEFAULT_COMPRESSION_LEVEL } from '../../shared/compression.js';
 
 export const defaultSettings: Settings = {
   theme: 'system',
   notifications: true,
   startAtLogin: false,
-  compressionLevel: 3,
+  compressionLevel: DEFAULT_COMPRESSION_LEVEL,
   readLimitMBps: 0,
   workers: 2,
 };

@@ -19,6 +19,7 @@ import type {
 } from './types.js';
 import type { SnapshotEntry } from '../repo/types.js';
 import { NotFoundError, UsageError } from '../errors.js';
+import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression.js';
 
 /** This process, as recorded in the runs it owns. */
 const OWNER = `${os.hostname()}:${process.pid}`;
@@ -198,7 +199,7 @@ export class Catalog {
         JSON.stringify(spec.excludes ?? []),
         JSON.stringify(spec.schedule),
         JSON.stringify(spec.retention ?? {}),
-        spec.compressionLevel ?? 3,
+        spec.compressionLevel ?? DEFAULT_COMPRESSION_LEVEL,
         JSON.stringify(spec.options ?? {}),
         spec.enabled === false ? 0 : 1,
         now,

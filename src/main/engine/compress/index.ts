@@ -2,16 +2,16 @@
  * Compression of blobs with zstd. A chunk is stored compressed only when that saves at least 3%:
  * zstd gives up on random data at well over 1 GB/s, so trying costs little, and already-compressed
  * files (media, archives) are stored raw and never pay a decompression on restore.
- * The default level is 3: level 1 compresses ~1.4× faster but stores 3.5% more of the bench dataset and
- * ~14% more of text (`npm run bench:floor`, `npm run bench:zstd`; README, Repository format).
+ * The default level (src/shared/compression.ts, where the measurements are) is 2.
  */
 import { Compressor, Decompressor } from 'zstd-napi';
 import { createRequire } from 'node:module';
+import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression.js';
 
 // zstd-napi's low-level binding (a CommonJS module whose exports ES imports cannot name statically)
 const zstd = createRequire(import.meta.url)('zstd-napi/binding.js') as typeof import('zstd-napi/binding.js');
 
-export const DEFAULT_LEVEL = 3;
+export const DEFAULT_LEVEL = DEFAULT_COMPRESSION_LEVEL;
 const MIN_SAVING = 0.03;
 
 const compressors = new Map<number, Compressor>();

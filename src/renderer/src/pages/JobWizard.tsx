@@ -22,6 +22,7 @@ import { Icon } from '../components/Icon';
 import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
 import type { Destination, DestinationTestResult } from '../api';
 import { describeDestination } from '../../../shared/destination';
+import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
 
 const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
 type Step = (typeof steps)[number];
@@ -166,7 +167,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     retention: { keepLast: 3, keepDaily: 7, keepWeekly: 4, keepMonthly: 12 },
     password: '',
     confirm: '',
-    compressionLevel: 3,
+    compressionLevel: DEFAULT_COMPRESSION_LEVEL,
     readLimitMBps: 0,
     workers: undefined,
     blockFiles: true,
@@ -220,7 +221,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               }),
           schedule: j.schedule,
           retention: j.retention,
-          compressionLevel: j.options.compressionLevel ?? 3,
+          compressionLevel: j.options.compressionLevel ?? DEFAULT_COMPRESSION_LEVEL,
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
           blockFiles: j.options.blockFiles !== false,

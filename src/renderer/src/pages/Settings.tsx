@@ -6,6 +6,7 @@ import { useJobs } from '../stores/jobs';
 import { api, errorMessage, type AppInfo, type MaintenanceInfo } from '../api';
 import { dateTime } from '../format';
 import { Field } from '../components/ui';
+import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
 
 /** Which host prunes a job's repository on schedule (several PCs may share one repository). */
 /** What makes incrementals fast here (DESIGN.md §3), read fresh: the tracker starts after the app. */
@@ -229,7 +230,10 @@ export function SettingsPage() {
       <div className="card">
         <h2 className="section-title">Defaults for new jobs</h2>
         <div className="form-grid three">
-          <Field label="Compression level (0 = off, 3 = balanced, 19 = smallest)" htmlFor="set-compression">
+          <Field
+            label={`Compression level (0 = off, ${DEFAULT_COMPRESSION_LEVEL} = default, 19 = smallest)`}
+            htmlFor="set-compression"
+          >
             <input
               id="set-compression"
               type="number"
