@@ -37,6 +37,22 @@ describe('compression with reused buffers', () => {
     expect(maybeCompressTransient(text, 0).compressed).toBe(false);
   });
 
+  it('gives the same bytes for inputs of every size class mixed (one zstd context per class and level)', () => {
+    // sizes from 64 B to 300 KiB, in an order that moves between the classes at every step
+    const sizes = [64, 200_000, 1_000, 9_000, 130_000, 2_048, 16_384, 16_385, 4_000, 300_000, 700, 60_000];
+    for (let round = 0; round < 3; round++)
+      for (const n of sizes)
+        for (const level of [1, 3]) {
+          const data = text.subarray(round * 7, round * 7 + n);
+          const a = maybeCompress(data, level);
+          const b = maybeCompressTransient(data, level);
+          expect(b.compressed).toBe(a.compressed);
+          expect(Buffer.compare(b.data, a.data)).toBe(0);
+          if (n >= 1_000) expect(b.compressed).toBe(true); // (64 B of text saves under 3%)
+          if (b.compressed) expect(decompressTransient(Buffer.from(b.data), n).equals(data)).toBe(true);
+        }
+  });
+
   it('handles blocks larger than the per-thread buffers (huge block files) the same way', () => {
     const big = Buffer.concat(Array.from({ length: 5 }, () => text)); // ~9.6 MB
     const a = maybeCompress(big, 1);
