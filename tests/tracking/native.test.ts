@@ -135,6 +135,34 @@ for (const backend of ['fanotify', 'inotify'] as const) {
       else expect(r.dirs).toEqual(expect.arrayContaining([root, path.join(root, 'a/b')]));
     });
 
+    it('finds the other names of links in a folder that arrived, so their removal is never missed', async () => {
+      // made before the tracker starts, outside the roots: the folder's arrival is the first it hears of them
+      await tracker.stop();
+      const incoming = path.join(outside, 'incoming');
+      fs.mkdirSync(incoming);
+      fs.linkSync(path.join(root, 'a/file'), path.join(incoming, 'link'));
+      tracker = await startNative(backend, [root]);
+      c = collect(tracker);
+      await c.take();
+      fs.renameSync(incoming, path.join(root, 'incoming'));
+      let r = await c.take();
+      if (backend === 'inotify') expect(r.dirs).toContain(path.join(root, 'a'));
+      fs.unlinkSync(path.join(root, 'incoming/link')); // a/file's link count and ctime change
+      r = await c.take();
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/link count/);
+      else expect(r.dirs).toEqual([path.join(root, 'a'), path.join(root, 'incoming')]);
+      // a new folder that holds a link by the time its watch is added (or gets one just after)
+      fs.mkdirSync(path.join(root, 'fresh'));
+      fs.linkSync(path.join(root, 'a/b/deep'), path.join(root, 'fresh/link'));
+      r = await c.take();
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/hard/);
+      else expect(r.dirs).toContain(path.join(root, 'a/b'));
+      fs.rmSync(path.join(root, 'fresh'), { recursive: true });
+      r = await c.take();
+      if (backend === 'fanotify') expect(r.lost.join()).toMatch(/link count/);
+      else expect(r.dirs).toContain(path.join(root, 'a/b'));
+    });
+
     it('a link that appears and vanishes before it is examined is never silently ignored', async () => {
       fs.linkSync(path.join(root, 'a/file'), path.join(root, 'c/brief'));
       fs.unlinkSync(path.join(root, 'c/brief'));

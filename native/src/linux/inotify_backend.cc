@@ -11,10 +11,12 @@
 // seen (from an lstat of each file when a directory is first watched, and from events): inode → its
 // names (watch, name). A change through one name, or the removal/addition of a name, dirties the
 // directories of all known names. A new link to a file it knew with one name is resolved by searching
-// the watched directories for the inode. A name that appeared and vanished before the reader could
-// lstat it (and was not a file written and closed, like an editor's temp file) may have been a link,
-// so it marks the batch `lost`, as does a file with names outside the roots. Changes made through a
-// name outside the roots are not seen (as with every backend).
+// the watched directories for the inode; so is every multi-link file found in a directory that was
+// created or moved in (links made there before its watch existed gave no event). A name that appeared
+// and vanished before the reader could lstat it (and was not a file written and closed, like an
+// editor's temp file) may have been a link, so it marks the batch `lost`, as does a file with names
+// outside the roots. Changes made through a name outside the roots are not seen (as with every
+// backend).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -121,8 +123,10 @@ class InotifyBackend : public LinuxReaderBase {
 
  private:
   // Adds a watch on `path` and every directory below it. Returns the wd, or -1 when `path` is not a
-  // directory any more. Sets `err` (and broken_) when the watch limit is reached.
-  int AddTree(const std::string &path, int parent, const std::string &name, std::string &err) {
+  // directory any more. Sets `err` (and broken_) when the watch limit is reached. With `found`, every
+  // file with several links met on the way is added to it (for ResolveLinks).
+  int AddTree(const std::string &path, int parent, const std::string &name, std::string &err,
+              std::map<InodeKey, nlink_t> *found = nullptr) {
     int wd = inotify_add_watch(notifyFd_, path.c_str(), kMask);
     if (wd < 0) {
       if (errno == ENOSPC || errno == ENOMEM) {
@@ -148,12 +152,14 @@ class InotifyBackend : public LinuxReaderBase {
       if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       if (S_ISDIR(st.st_mode))
         subdirs.emplace_back(de->d_name);
-      else if (st.st_nlink > 1)
+      else if (st.st_nlink > 1) {
         NoteName(st, NameKey(wd, de->d_name));
+        if (found) (*found)[InodeKey(st.st_dev, st.st_ino)] = st.st_nlink;
+      }
     }
     closedir(d);
     for (const auto &s : subdirs) {
-      AddTree(coalescer_->Join(path, s), wd, s, err);
+      AddTree(coalescer_->Join(path, s), wd, s, err, found);
       if (!broken_.empty()) break;
     }
     return wd;
@@ -208,10 +214,13 @@ class InotifyBackend : public LinuxReaderBase {
     }
   }
 
-  // Finds every name of inode `st` in the watched directories. False when there are too many
-  // directories to search.
-  bool FindNames(const struct stat &target) {
+  // Finds every name of the inodes `targets` in the watched directories, in one pass over them.
+  // False when there are too many directories to search.
+  bool FindNames(const std::set<InodeKey> &targets) {
+    if (targets.empty()) return true;
     if (nodes_.size() > kMaxSearchDirs) return false;
+    std::unordered_set<ino_t> inos;
+    for (const auto &t : targets) inos.insert(t.second);
     std::vector<int> wds;
     wds.reserve(nodes_.size());
     for (const auto &kv : nodes_) wds.push_back(kv.first);
@@ -223,10 +232,11 @@ class InotifyBackend : public LinuxReaderBase {
       int dfd = dirfd(d);
       while (dirent *de = readdir(d)) {
         if (de->d_type == DT_DIR) continue;
-        if (de->d_type != DT_UNKNOWN && de->d_ino != target.st_ino) continue;
+        // d_ino is the inode on the directory's own filesystem: a cheap filter before the lstat
+        if (de->d_type != DT_UNKNOWN && !inos.count(de->d_ino)) continue;
         struct stat st;
-        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == target.st_ino &&
-            st.st_dev == target.st_dev)
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink > 1 &&
+            targets.count(InodeKey(st.st_dev, st.st_ino)))
           NoteName(st, NameKey(wd, de->d_name));
       }
       closedir(d);
@@ -260,12 +270,36 @@ class InotifyBackend : public LinuxReaderBase {
     bool known = NoteName(st, nk);
     InodeKey key(st.st_dev, st.st_ino);
     if (!known) {
-      if (!FindNames(st))
+      if (!FindNames({key}))
         coalescer_->Lost("a hard link was created (" + full + ") and there are too many folders to search for its other names");
       else if (links_[key].size() < st.st_nlink)
         coalescer_->Lost("a file with hard links outside the tracked folders changed (" + full + ")");
     }
     MarkNames(key);
+  }
+
+  // Files with several links found in a directory tree that arrived (created or moved in): links
+  // made there before its watch existed gave no event, yet changed the other names' link count and
+  // ctime, and a later change or removal through the new names must dirty the old ones. So every
+  // name of each such inode is searched for (once, for all of them) and its directory dirtied.
+  void ResolveLinks(const std::map<InodeKey, nlink_t> &found, const std::string &where) {
+    std::set<InodeKey> missing;
+    for (const auto &kv : found) {
+      auto it = links_.find(kv.first);
+      if (it == links_.end() || it->second.size() < kv.second) missing.insert(kv.first);
+    }
+    if (!FindNames(missing)) {
+      coalescer_->Lost("hard links arrived (" + where + ") and there are too many folders to search for their other names");
+      return;
+    }
+    for (const auto &kv : found) {
+      auto it = links_.find(kv.first);
+      if (it == links_.end() || it->second.size() < kv.second) {
+        coalescer_->Lost("a file with hard links outside the tracked folders arrived (" + where + ")");
+        break;
+      }
+    }
+    for (const auto &kv : found) MarkNames(kv.first);
   }
 
   // Path of a watched directory, or "" when it (or an ancestor) was moved out of the roots.
@@ -327,7 +361,9 @@ class InotifyBackend : public LinuxReaderBase {
     }
     if (isDir && arrived) {
       std::string err;
-      AddTree(full, ev->wd, name, err);
+      std::map<InodeKey, nlink_t> found;
+      AddTree(full, ev->wd, name, err, &found);
+      ResolveLinks(found, full);
       return;
     }
     if (isDir) return;
