@@ -77,7 +77,7 @@ describe('restore plan', () => {
   it('writes files before it has walked every folder, and restores batches that share content and inodes', async () => {
     const work = await tempDir('tm-batches-');
     const src = path.join(work, 'src');
-    // 30 folders of 100 files (batches of 256 files), the same content at both ends, a hard link from the
+    // 30 folders of 100 files (a plan held to 256 pieces), the same content at both ends, a hard link from the
     // first folder into the last, a file of many chunks in the middle, empty files
     for (let d = 0; d < 30; d++) {
       const dir = path.join(src, `d${String(d).padStart(2, '0')}`);
@@ -111,7 +111,7 @@ describe('restore plan', () => {
       snapshot: snapshot.id,
       target,
       relativeTo: src,
-      batchFiles: 256,
+      planLimit: 256,
       progress: (p) => events.push(p),
     });
     expect(heldBack).toBe(true);

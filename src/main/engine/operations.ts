@@ -154,9 +154,9 @@ export interface RestoreOptions {
    *  Default: the snapshot's absolute paths are recreated under target (target "/" restores in place). */
   relativeTo?: string;
   workers?: number;
-  /** Files planned per batch (default 32768): a batch is restored while the next is planned, and its
-   *  plan is what a restore holds in memory, however large the snapshot. */
-  batchFiles?: number;
+  /** The most file pieces (one per blob a file needs) a restore holds planned and not yet written
+   *  (default 65536): at that bound it reads every pack planned so far before it plans more. */
+  planLimit?: number;
   signal?: AbortSignal;
   progress?: ProgressSink<RestoreProgress>;
 }

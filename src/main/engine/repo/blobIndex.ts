@@ -149,4 +149,13 @@ export class BlobIndex {
   packs(): string[] {
     return [...this.packNames];
   }
+
+  /** How many blobs of `type` each pack holds (by the location `get` gives). */
+  countsByPack(type: BlobType): Map<string, number> {
+    const counts = new Uint32Array(this.packNames.length);
+    for (let e = 0; e < this.count; e++) if ((this.flags[e] & 0x7f) === type) counts[this.packRef[e]]++;
+    const out = new Map<string, number>();
+    counts.forEach((n, p) => n && out.set(this.packNames[p], n));
+    return out;
+  }
 }

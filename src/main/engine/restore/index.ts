@@ -1,8 +1,9 @@
 /**
  * Restore: materialise files from a snapshot.
  * The plan (walk the trees, select what `include` asks for, decide per existing file with the
- * overwrite policy) is made in batches of files, and each batch is restored while the next is planned:
- * memory stays bounded however large the snapshot. A batch reads each pack it needs once, in order, in coalesced ranges; workers
+ * overwrite policy) is made in batches of files; a pack is read as soon as the walk has asked for every
+ * blob in it, while the walk goes on, and the plan held stays bounded however large the snapshot. Each
+ * pack is read once (but for blobs asked for again after it was read), in coalesced ranges; workers
  * decrypt, decompress and verify blobs and write them with synchronous calls: whole single-blob files,
  * and the pieces of larger files at their offsets into files the main thread created and sized first (all-zero
  * chunks are not written, so sparse files stay sparse; plaintext never comes back to the main thread).
@@ -18,7 +19,7 @@ import { constants as C } from 'node:fs';
 import path from 'node:path';
 import type { Repository } from '../repo/repository.js';
 import { mapLimit } from '../repo/repository.js';
-import type { BlobLocation } from '../repo/blobIndex.js';
+import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
 import type { Tree, TreeNode } from '../repo/types.js';
 import type { RestoreError, RestoreOptions, RestoreProgress, RestoreResult } from '../operations.js';
 import { nameBytes, isSafeName, contentCount, contentIds } from '../repo/tree.js';
@@ -94,11 +95,15 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   const chosen = { files: 0, bytes: 0 }; // files decided to be written
   const failedTotals = { files: 0, bytes: 0 };
 
-  // The pipeline: the walk (this function) plans batches and prepares them (folders, the decision per
-  // existing file, the blob → pieces map), queueing each batch's pack ranges; three loops take them
-  // in order and hand them to the decode workers. At most two prepared batches are outstanding.
+  // The pipeline: the walk (this function) plans batches of files and prepares them (folders, the
+  // decision per existing file), adding what each file needs to the plan of each pack; a pack is queued
+  // once the walk has asked for every data blob the index lists in it (so it is read once, whole, while
+  // the walk goes on), the others when the walk ends or the plan held passes `planLimit`. Three loops
+  // take the queued packs in order and hand their ranges to the decode workers.
   const jobs: PackJob[] = [];
-  let outstanding = 0;
+  const pending = new Map<string, PackPlan>(); // packs planned, not queued yet
+  const dispatched = new Set<string>(); // packs queued once (a later use is queued at the end)
+  let held = 0; // uses planned and not written: in `pending` and in queued or running jobs
   let walkDone = false;
   let failure: unknown;
   const changed = new Notify();
@@ -109,6 +114,18 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     emit();
     // the workers start while the plan is made
     pool = acquireDecodePool(repo.key, repo.config, opts.workers ?? defaultWorkerCount());
+    const blobsIn = repo.index.countsByPack(BlobType.Data);
+    const planLimit = Math.max(1, opts.planLimit ?? DEFAULT_PLAN_LIMIT);
+    const queue = (pack: string, plan: PackPlan) => {
+      pending.delete(pack);
+      dispatched.add(pack);
+      jobs.push({ pack, blobs: plan.blobs, uses: plan.uses, count: plan.count });
+      progress.phase = 'restoring';
+      changed.notify();
+    };
+    const queueAll = () => {
+      for (const pack of [...pending.keys()].sort()) queue(pack, pending.get(pack)!);
+    };
 
     const fail = (f: PlannedFile, message: string, code = 'CORRUPT_OBJECT') => {
       if (f.failed) return;
@@ -197,7 +214,6 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       );
 
       // the blobs each file needs, and where in it
-      const uses = new Map<string, Use[]>();
       for (const f of toWrite) {
         f.chosen = true;
         chosen.files++;
@@ -211,29 +227,30 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           }
         }
         let offset = 0;
-        const mine: [string, number][] = [];
+        const mine: [string, number, BlobLocation][] = [];
         for (const id of contentIds(f.node)) {
           const loc = repo.index.get(id);
           if (!loc) {
             fail(f, `blob ${id.slice(0, 12)} is missing from the repository`);
             break;
           }
-          mine.push([id, offset]);
+          mine.push([id, offset, loc]);
           offset += loc.rawLength;
         }
         if (f.failed) continue; // nothing of it is written (finished below removes what is in the way)
-        for (const [id, at] of mine) {
-          let list = uses.get(id);
-          if (!list) uses.set(id, (list = []));
+        for (const [id, at, loc] of mine) {
+          let plan = pending.get(loc.pack);
+          if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
+          let list = plan.uses.get(id);
+          if (!list) {
+            plan.uses.set(id, (list = []));
+            plan.blobs.push({ id, loc });
+          }
           list.push({ file: f, offset: at });
+          plan.count++;
+          held++;
+          if (!dispatched.has(loc.pack) && plan.blobs.length === blobsIn.get(loc.pack)) queue(loc.pack, plan);
         }
-      }
-      const byPack = new Map<string, { id: string; loc: BlobLocation }[]>();
-      for (const id of uses.keys()) {
-        const loc = repo.index.get(id)!;
-        let l = byPack.get(loc.pack);
-        if (!l) byPack.set(loc.pack, (l = []));
-        l.push({ id, loc });
       }
       // files without content (empty), or failed already, are done now
       await mapLimit(
@@ -241,13 +258,6 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         16,
         finished,
       );
-      if (!byPack.size) return;
-      b.pending = byPack.size;
-      outstanding++;
-      for (const [pack, blobs] of [...byPack.entries()].sort((x, y) => x[0].localeCompare(y[0])))
-        jobs.push({ pack, blobs, uses, batch: b });
-      progress.phase = 'restoring';
-      changed.notify();
     };
 
     // ---- plan: walk the trees, in batches --------------------------------------------------------
@@ -280,23 +290,26 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       return out;
     };
 
-    // A batch holds up to `batchFiles` files, however large they are: the plan held in memory stays
-    // bounded. Batches are not cut by bytes: a large file's blobs lie in many packs, between other
-    // files' blobs, and every cut reads those packs' ranges again (cut at 16-256 MiB, the bench's
-    // restore read 21% more bytes in 3x the ranges, and took 10-20% longer).
-    const batchFiles = Math.max(1, opts.batchFiles ?? DEFAULT_BATCH_FILES);
+    // Packs are queued whole, when complete, not batch by batch: a large file's blobs lie in many packs,
+    // between other files' blobs, and reading a pack's part for each batch reads ranges again (batches
+    // cut at 16-256 MiB made the bench's restore read 21% more bytes in 3x the ranges and take 10-20%
+    // longer). On the bench's dataset 19 of 37 packs are complete after its first files (large ones).
     let cur: Batch = newBatch();
     const flush = async () => {
       const b = cur;
       cur = newBatch();
       if (b.files.length || b.dirs.length) await prepareBatch(b);
-      while (outstanding >= 2 && failure === undefined) await changed.wait();
+      if (held > planLimit) {
+        // the plan held is at its bound: queue every pack planned, and go on when half is written
+        queueAll();
+        while (held > planLimit / 2 && failure === undefined) await changed.wait();
+      }
       if (failure !== undefined) throw failure;
     };
     /** Adds a file to the batch; a promise when the batch was handed over (no await per file). */
     const add = (f: PlannedFile): Promise<void> | undefined => {
       cur.files.push(f);
-      return cur.files.length >= batchFiles ? flush() : undefined;
+      return cur.files.length >= BATCH_FILES ? flush() : undefined;
     };
 
     // Subtrees are fetched ahead of the walk (the selected child folders of each folder as soon as it
@@ -434,6 +447,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       if (includes.length && !matched)
         throw new UsageError(`nothing in snapshot ${snap.id.slice(0, 8)} matches ${includes.join(', ')}`);
       await flush();
+      queueAll();
       if (!targetReady) await ensureDir(target, target, knownDirs, madeDirs);
       progress.filesTotal = walkedFiles; // exact, now that every folder was walked
       progress.bytesTotal = walkedBytes;
@@ -553,10 +567,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           continue;
         }
         await runJob(job);
-        if (--job.batch.pending === 0) {
-          outstanding--;
-          changed.notify();
-        }
+        held -= job.count;
+        changed.notify();
       }
     };
     const task = (fn: () => Promise<void>, last?: () => void) =>
@@ -628,25 +640,29 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   }
 }
 
-/** Files planned per batch (a planned file takes ~2-3 KB of heap; the walk runs up to two batches
- *  ahead of the pack readers). The bench's default dataset (30,035 files) is one batch. */
-export const DEFAULT_BATCH_FILES = 32768;
+/** Files planned and prepared together (folders made, existing files looked at). */
+const BATCH_FILES = 1024;
+/** The uses (a file's piece from a blob) a restore holds planned and not written: a planned file
+ *  takes ~2-3 KB of heap. The bench's default dataset (30,035 files, 30,718 uses) stays under it. */
+export const DEFAULT_PLAN_LIMIT = 65536;
 
 interface Batch {
   files: PlannedFile[];
   dirs: PlannedDir[];
-  /** Its pack jobs not finished yet. */
-  pending: number;
 }
 
-const newBatch = (): Batch => ({ files: [], dirs: [], pending: 0 });
+const newBatch = (): Batch => ({ files: [], dirs: [] });
 
-interface PackJob {
-  pack: string;
+/** What a restore needs from one pack: its blobs, and for each the files (and offsets) it goes to. */
+interface PackPlan {
   blobs: { id: string; loc: BlobLocation }[];
-  /** Blob → the files (and offsets) it goes to, for the batch that queued the job. */
   uses: Map<string, Use[]>;
-  batch: Batch;
+  /** Uses in all. */
+  count: number;
+}
+
+interface PackJob extends PackPlan {
+  pack: string;
 }
 
 /** Wakes everyone waiting, whenever something they may wait for changed. */
