@@ -643,7 +643,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
 /** Files planned and prepared together (folders made, existing files looked at). */
 const BATCH_FILES = 1024;
 /** The uses (a file's piece from a blob) a restore holds planned and not written: a planned file
- *  takes ~2-3 KB of heap. The bench's default dataset (30,035 files, 30,718 uses) stays under it. */
+ *  takes ~2-3 KB of heap. The bench's default dataset (30,035 files, about as many uses) stays under
+ *  it. */
 export const DEFAULT_PLAN_LIMIT = 65536;
 
 interface Batch {
