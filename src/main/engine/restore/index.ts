@@ -179,39 +179,36 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
 
       // decide per existing file (files in folders this run created are not looked up)
       const toWrite: PlannedFile[] = [];
-      const fresh = (f: PlannedFile) => madeDirs.has(path.dirname(f.abs.toString('latin1')));
-      for (const f of b.files) if (fresh(f)) toWrite.push(f);
-      await mapLimit(
-        b.files.filter((f) => !fresh(f)),
-        16,
-        async (f) => {
-          let existing;
-          try {
-            existing = await fs.lstat(f.abs);
-          } catch {
-            toWrite.push(f);
-            return;
-          }
-          if (existing.isDirectory()) {
-            errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
-            return;
-          }
-          if (
-            policy === 'skip' ||
-            (policy === 'if-newer' && existing.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))
-          ) {
-            skippedCount++;
-            walkedFiles--;
-            walkedBytes -= f.node.size ?? 0;
-            progress.filesTotal--;
-            progress.bytesTotal -= f.node.size ?? 0;
-            return;
-          }
-          if (policy === 'keep-both') f.abs = await freeName(f.abs);
-          else await fs.rm(f.abs, { force: true }); // never write through an existing symlink or hardlink
+      const existing: PlannedFile[] = [];
+      for (const f of b.files)
+        (madeDirs.has(path.dirname(f.abs.toString('latin1'))) ? toWrite : existing).push(f);
+      await mapLimit(existing, 16, async (f) => {
+        let st;
+        try {
+          st = await fs.lstat(f.abs);
+        } catch {
           toWrite.push(f);
-        },
-      );
+          return;
+        }
+        if (st.isDirectory()) {
+          errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
+          return;
+        }
+        if (
+          policy === 'skip' ||
+          (policy === 'if-newer' && st.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))
+        ) {
+          skippedCount++;
+          walkedFiles--;
+          walkedBytes -= f.node.size ?? 0;
+          progress.filesTotal--;
+          progress.bytesTotal -= f.node.size ?? 0;
+          return;
+        }
+        if (policy === 'keep-both') f.abs = await freeName(f.abs);
+        else await fs.rm(f.abs, { force: true }); // never write through an existing symlink or hardlink
+        toWrite.push(f);
+      });
 
       // the blobs each file needs, and where in it
       for (const f of toWrite) {
