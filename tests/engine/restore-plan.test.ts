@@ -12,6 +12,7 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { lookup } from '../../src/main/engine/repo/browse.js';
+import { BlobType } from '../../src/main/engine/repo/blobIndex.js';
 import type { RestoreProgress } from '../../src/main/engine/operations.js';
 import {
   tempDir,
@@ -125,5 +126,53 @@ describe('restore plan', () => {
     const end = events[events.length - 1];
     expect(end).toMatchObject({ phase: 'done', filesTotal: 3001, filesDone: 3001 });
     expect(end.bytesDone).toBe(end.bytesTotal);
+  });
+
+  it('reads a pack as soon as every blob in it is planned, while the walk goes on, and each once', async () => {
+    const work = await tempDir('tm-packs-');
+    const src = path.join(work, 'src');
+    // 25 folders of 100 distinct 10 KiB files, backed up by one worker: packs (4, 4, 8, 8 MiB) fill in
+    // the order the walk meets the files, so the first is complete long before the last folder
+    for (let d = 0; d < 25; d++) {
+      const dir = path.join(src, `d${String(d).padStart(2, '0')}`);
+      await fs.mkdir(dir, { recursive: true });
+      for (let i = 0; i < 100; i++)
+        await fs.writeFile(path.join(dir, `f${i}`), randomBytes(10240, d * 100 + i + 1));
+    }
+    const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
+    const { snapshot } = await backup(repo, { paths: [src], workers: 1 });
+    const dataPacks = repo.index.countsByPack(BlobType.Data);
+    expect(dataPacks.size).toBeGreaterThan(2);
+
+    const reads = new Map<string, [number, number][]>();
+    const load = repo.backend.load.bind(repo.backend);
+    repo.backend.load = async (type, name, offset, length) => {
+      if (type === 'data' && dataPacks.has(name)) {
+        const at = offset ?? 0;
+        reads.set(name, [...(reads.get(name) ?? []), [at, at + (length ?? 0)]]);
+      }
+      return load(type, name, offset, length);
+    };
+    // the last folder's tree is held back until a data pack was read: a restore that queues packs only
+    // when the walk ends would wait for it forever (and time out here)
+    const last = (await lookup(repo, snapshot, path.join(src, 'd24'))).treeId!;
+    const loadTree = repo.loadTree.bind(repo);
+    repo.loadTree = async (id, opts) => {
+      if (id === last)
+        await until(() => reads.size > 0, 'a data pack to be read before the walk ends', 30_000);
+      return loadTree(id, opts);
+    };
+    const target = path.join(work, 'out');
+    const r = await restore(repo, { snapshot: snapshot.id, target, relativeTo: src });
+    expect(r.errors).toEqual([]);
+    expect(r.filesRestored).toBe(2500);
+    expectSameTrees(await describeTree(src), await describeTree(target));
+    // every data pack was read whole in a few large reads (ranges of up to 4 MiB), and no byte of it twice
+    expect([...reads.keys()].sort()).toEqual([...dataPacks.keys()].sort());
+    for (const [pack, ranges] of reads) {
+      expect(ranges.length).toBeLessThanOrEqual(Math.ceil(repo.index.packExtent(pack)! / (4 << 20)) + 1);
+      ranges.sort((a, b) => a[0] - b[0]);
+      for (let i = 1; i < ranges.length; i++) expect(ranges[i][0]).toBeGreaterThanOrEqual(ranges[i - 1][1]);
+    }
   });
 });
