@@ -34,6 +34,19 @@ function wideTree(width: number, depth: number, tag: string): TreeSpec {
   return spec;
 }
 
+/** Folders d00, d01, … of 100 files f0…f99 each. */
+async function writeFolders(
+  root: string,
+  count: number,
+  content: (folder: number, file: number) => string | Buffer,
+): Promise<void> {
+  for (let d = 0; d < count; d++) {
+    const dir = path.join(root, `d${String(d).padStart(2, '0')}`);
+    await fs.mkdir(dir, { recursive: true });
+    for (let i = 0; i < 100; i++) await fs.writeFile(path.join(dir, `f${i}`), content(d, i));
+  }
+}
+
 describe('restore plan', () => {
   it('restores a wide, deep tree exactly and reads only the trees a partial restore needs', async () => {
     const work = await tempDir('tm-plan-');
@@ -80,15 +93,9 @@ describe('restore plan', () => {
     const src = path.join(work, 'src');
     // 30 folders of 100 files (a plan held to 256 pieces), the same content at both ends, a hard link from the
     // first folder into the last, a file of many chunks in the middle, empty files
-    for (let d = 0; d < 30; d++) {
-      const dir = path.join(src, `d${String(d).padStart(2, '0')}`);
-      await fs.mkdir(dir, { recursive: true });
-      for (let i = 0; i < 100; i++)
-        await fs.writeFile(
-          path.join(dir, `f${i}`),
-          i % 10 === 0 ? '' : d === 0 || d === 29 ? `shared ${i}\n`.repeat(50) : `${d}/${i}\n`.repeat(i),
-        );
-    }
+    await writeFolders(src, 30, (d, i) =>
+      i % 10 === 0 ? '' : d === 0 || d === 29 ? `shared ${i}\n`.repeat(50) : `${d}/${i}\n`.repeat(i),
+    );
     await fs.writeFile(path.join(src, 'd15', 'large'), randomBytes(6 * 1024 * 1024, 15));
     await fs.link(path.join(src, 'd00', 'f1'), path.join(src, 'd29', 'link'));
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
@@ -133,12 +140,7 @@ describe('restore plan', () => {
     const src = path.join(work, 'src');
     // 25 folders of 100 distinct 10 KiB files, backed up by one worker: packs (4, 4, 8, 8 MiB) fill in
     // the order the walk meets the files, so the first is complete long before the last folder
-    for (let d = 0; d < 25; d++) {
-      const dir = path.join(src, `d${String(d).padStart(2, '0')}`);
-      await fs.mkdir(dir, { recursive: true });
-      for (let i = 0; i < 100; i++)
-        await fs.writeFile(path.join(dir, `f${i}`), randomBytes(10240, d * 100 + i + 1));
-    }
+    await writeFolders(src, 25, (d, i) => randomBytes(10240, d * 100 + i + 1));
     const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
     const { snapshot } = await backup(repo, { paths: [src], workers: 1 });
     const dataPacks = repo.index.countsByPack(BlobType.Data);
