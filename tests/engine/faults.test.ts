@@ -230,6 +230,7 @@ describe('a corrupt byte in a pack', () => {
     const fresh = await Repository.open(new LocalBackend(repoDir), 'pw');
     const rr = await restore(fresh, { snapshot: r.snapshotId, target, relativeTo: src });
     expect(rr.errors.map((e) => path.basename(e.path))).toEqual(['victim.bin']);
+    expect(rr.errors[0].path).toBe(`${src}/victim.bin`); // its path in the snapshot, not in the target
     expect(rr.errors[0].message).toMatch(/victim\.bin.*damaged/);
     expect(await fs.readFile(path.join(target, 'bystander.bin'))).toEqual(
       await fs.readFile(path.join(src, 'bystander.bin')),

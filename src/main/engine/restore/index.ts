@@ -34,10 +34,16 @@ import {
 import type { DecodeResult } from '../workers/protocol.js';
 import { setTimes } from './times.js';
 
-interface PlannedFile {
+/** A file to write. A million-file restore holds tens of thousands at once (up to `planLimit` pieces),
+ *  so it holds what the writes and the metadata need, not its tree node (let go once its pieces are
+ *  planned), nor its path in the snapshot (`displayOf` derives it from `abs`). */
+interface PlannedFile extends Meta {
   abs: Buffer;
-  display: string;
-  node: TreeNode;
+  /** Until its pieces are planned. */
+  node?: TreeNode;
+  size: number;
+  /** Made of one blob: a worker writes it whole. */
+  single: boolean;
   remaining: number;
   failed?: string;
   /** Created (and sized) by a worker writing it whole, or by `prepare`. */
@@ -48,11 +54,17 @@ interface PlannedFile {
   chosen?: boolean;
 }
 
+/** A folder to make, and its metadata to set at the end. Kept for every folder until then, so it is
+ *  small: the path as a latin1 string (a small Buffer is a slice of an 8 KiB pool slab and would keep
+ *  the whole slab alive: ~80 MB for the 10,502 folders of a million-file restore), and only the fields
+ *  `applyMetadata` needs. */
 interface PlannedDir {
-  abs: Buffer;
-  node?: TreeNode;
+  path: string;
+  meta?: Meta;
   depth: number;
 }
+
+type Meta = Pick<TreeNode, 'mode' | 'uid' | 'gid' | 'mtimeNs'>;
 
 interface Use {
   file: PlannedFile;
@@ -66,6 +78,14 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   const signal = opts.signal;
   const policy = opts.overwrite ?? 'overwrite';
   const target = Buffer.from(path.resolve(opts.target));
+  const targetPath = target.toString('latin1');
+  const strip = opts.relativeTo ? path.posix.resolve('/', opts.relativeTo) : '/';
+  /** A planned file's path in the snapshot (what errors and the progress show): its target path is the
+   *  target folder and then its names from the snapshot, below `strip`. */
+  const displayOf = (f: PlannedFile): string => {
+    const rest = f.abs.subarray(target.length + SEP.length).toString();
+    return (strip === '/' ? '' : strip) + '/' + (path.sep === '/' ? rest : rest.split(path.sep).join('/'));
+  };
   const errors: RestoreError[] = [];
   const progress: RestoreProgress = {
     phase: 'planning',
@@ -85,8 +105,9 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   const isRoot = process.getuid?.() === 0;
   let pool: WorkerPool | undefined;
   const dirs: PlannedDir[] = []; // every folder, for its metadata at the end
-  const symlinks: { abs: Buffer; node: TreeNode }[] = [];
-  const hardlinks: { abs: Buffer; first: PlannedFile; node: TreeNode }[] = [];
+  // links are made at the end: their paths are kept as latin1 strings, like folders' (PlannedDir)
+  const symlinks: { path: string; node: TreeNode }[] = [];
+  const hardlinks: { path: string; first: PlannedFile }[] = [];
   let skippedCount = 0;
   let matched = false; // anything (file, folder, link) the selection names
   // exact totals as walked (the progress shows folders' summaries ahead of the walk)
@@ -132,9 +153,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       f.failed = message;
       if (f.chosen) {
         failedTotals.files++;
-        failedTotals.bytes += f.node.size ?? 0;
+        failedTotals.bytes += f.size;
       }
-      errors.push({ path: f.display, code, message: `cannot restore ${f.display}: ${message}` });
+      const shown = displayOf(f);
+      errors.push({ path: shown, code, message: `cannot restore ${shown}: ${message}` });
     };
     /** Creates the file empty at its final size (sparse) once, before any piece is written into it. */
     const prepare = (f: PlannedFile): Promise<void> => {
@@ -142,7 +164,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       f.ready ??= (async () => {
         const fh = await fs.open(f.abs, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600);
         try {
-          if (f.node.size) await fh.truncate(f.node.size);
+          if (f.size) await fh.truncate(f.size);
         } finally {
           await fh.close();
         }
@@ -155,8 +177,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         await fs.rm(f.abs, { force: true });
         return;
       }
-      await applyMetadata(f.abs, f.node, isRoot).catch((err) =>
-        errors.push({ path: f.display, code: err.code ?? 'EIO', message: err.message }),
+      await applyMetadata(f.abs, f, isRoot).catch((err) =>
+        errors.push({ path: displayOf(f), code: err.code ?? 'EIO', message: err.message }),
       );
       progress.filesDone++;
     };
@@ -167,7 +189,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     let targetReady = false;
     const prepareBatch = async (b: Batch): Promise<void> => {
       if (!targetReady) {
-        await ensureDir(target, target, knownDirs, madeDirs);
+        await ensureDir(targetPath, target, knownDirs, madeDirs);
         targetReady = true;
       }
       // level by level (a folder's parents are made before it: here or in an earlier batch), up to 16
@@ -175,7 +197,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       const levels: PlannedDir[][] = [];
       for (const d of b.dirs) (levels[d.depth] ??= []).push(d);
       for (const level of levels)
-        if (level) await mapLimit(level, 16, (d) => ensureDir(d.abs, target, knownDirs, madeDirs));
+        if (level) await mapLimit(level, 16, (d) => ensureDir(d.path, target, knownDirs, madeDirs));
 
       // decide per existing file (files in folders this run created are not looked up)
       const toWrite: PlannedFile[] = [];
@@ -191,18 +213,18 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           return;
         }
         if (st.isDirectory()) {
-          errors.push({ path: f.display, code: 'EISDIR', message: 'a folder of that name is in the way' });
+          errors.push({ path: displayOf(f), code: 'EISDIR', message: 'a folder of that name is in the way' });
           return;
         }
         if (
           policy === 'skip' ||
-          (policy === 'if-newer' && st.mtimeMs >= Number(BigInt(f.node.mtimeNs) / 1000000n))
+          (policy === 'if-newer' && st.mtimeMs >= Number(BigInt(f.mtimeNs) / 1000000n))
         ) {
           skippedCount++;
           walkedFiles--;
-          walkedBytes -= f.node.size ?? 0;
+          walkedBytes -= f.size;
           progress.filesTotal--;
-          progress.bytesTotal -= f.node.size ?? 0;
+          progress.bytesTotal -= f.size;
           return;
         }
         if (policy === 'keep-both') f.abs = await freeName(f.abs);
@@ -214,10 +236,12 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       for (const f of toWrite) {
         f.chosen = true;
         chosen.files++;
-        chosen.bytes += f.node.size ?? 0;
-        if (f.node.blockBase !== undefined && !f.node.blockIds) {
+        chosen.bytes += f.size;
+        const node = f.node!;
+        f.node = undefined; // its pieces are planned below (or it fails): the node is not needed after
+        if (node.blockBase !== undefined && !node.blockIds) {
           try {
-            await repo.joinBlockList(f.node);
+            await repo.joinBlockList(node);
           } catch (err) {
             fail(f, (err as Error).message);
             continue;
@@ -225,7 +249,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         }
         let offset = 0;
         const mine: [string, number, BlobLocation][] = [];
-        for (const id of contentIds(f.node)) {
+        for (const id of contentIds(node)) {
           const loc = repo.index.get(id);
           if (!loc) {
             fail(f, `blob ${id.slice(0, 12)} is missing from the repository`);
@@ -264,7 +288,6 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       includes.some((inc) => p === inc || p.startsWith(inc === '/' ? '/' : inc + '/'));
     const leadsTo = (p: string) =>
       includes.length === 0 || includes.some((inc) => inc === p || inc.startsWith(p === '/' ? '/' : p + '/'));
-    const strip = opts.relativeTo ? path.posix.resolve('/', opts.relativeTo) : '/';
     const inodes = new Map<string, PlannedFile>();
 
     const targetOf = (snapPath: string, raws: Buffer[]): Buffer | undefined => {
@@ -379,7 +402,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           const childRaws = [...raws, raw];
           const abs = underStrip ? targetOf(childPath, childRaws) : undefined;
           if (abs) {
-            const d = { abs, node, depth };
+            const d: PlannedDir = {
+              path: abs.toString('latin1'),
+              meta: { mode: node.mode, uid: node.uid, gid: node.gid, mtimeNs: node.mtimeNs },
+              depth,
+            };
             dirs.push(d);
             cur.dirs.push(d);
             matched = true;
@@ -405,7 +432,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           dirAbs && isSafeName(raw) ? Buffer.concat([dirAbs, SEP, raw]) : targetOf(childPath, [...raws, raw]);
         if (!abs) continue;
         matched = true;
-        if (node.type === 'symlink') symlinks.push({ abs, node });
+        if (node.type === 'symlink') symlinks.push({ path: abs.toString('latin1'), node });
         else if (node.type === 'file') {
           const key =
             node.nlink && node.nlink > 1 && node.inode !== undefined
@@ -413,7 +440,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
               : undefined;
           const first = key ? inodes.get(key) : undefined;
           if (first) {
-            hardlinks.push({ abs, first, node });
+            hardlinks.push({ path: abs.toString('latin1'), first });
             if (announced) {
               // a summary counts every name; a restore writes the content once
               progress.filesTotal--;
@@ -421,7 +448,23 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             }
             continue;
           }
-          const f: PlannedFile = { abs, display: childPath, node, remaining: contentCount(node) };
+          const count = contentCount(node);
+          const f: PlannedFile = {
+            abs,
+            node,
+            size: node.size ?? 0,
+            mode: node.mode,
+            uid: node.uid,
+            gid: node.gid,
+            mtimeNs: node.mtimeNs,
+            single: count === 1,
+            remaining: count,
+            // set later; named now so every planned file keeps one shape, its fields inside the object
+            failed: undefined,
+            created: false,
+            ready: undefined,
+            chosen: false,
+          };
           if (key) inodes.set(key, f);
           walkedFiles++;
           walkedBytes += node.size ?? 0;
@@ -445,7 +488,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         throw new UsageError(`nothing in snapshot ${snap.id.slice(0, 8)} matches ${includes.join(', ')}`);
       await flush();
       queueAll();
-      if (!targetReady) await ensureDir(target, target, knownDirs, madeDirs);
+      if (!targetReady) await ensureDir(targetPath, target, knownDirs, madeDirs);
       progress.filesTotal = walkedFiles; // exact, now that every folder was walked
       progress.bytesTotal = walkedBytes;
     };
@@ -470,7 +513,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         const items = range.blobs.map((b, i) => {
           const all = uses.get(b.id) ?? [];
           const mine = all.filter(
-            (u) => u.offset === 0 && contentCount(u.file.node) === 1 && !u.file.failed && !u.file.created,
+            (u) => u.offset === 0 && u.file.single && !u.file.failed && !u.file.created,
           );
           whole[i] = mine.map((u) => u.file);
           for (const f of whole[i]) f.created = true; // claimed by the worker
@@ -484,10 +527,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             rawLength: b.loc.rawLength,
             writes: whole[i].map((f) => ({
               path: f.abs,
-              mode: f.node.mode,
-              uid: f.node.uid,
-              gid: f.node.gid,
-              mtimeNs: f.node.mtimeNs,
+              mode: f.mode,
+              uid: f.uid,
+              gid: f.gid,
+              mtimeNs: f.mtimeNs,
             })),
             parts: [] as { path: Uint8Array; offset: number }[],
             needPlain: false,
@@ -534,6 +577,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         });
         // the pieces the worker wrote (or could not); files with every piece written are finished
         const complete: PlannedFile[] = [];
+        let shown: PlannedFile | undefined;
         items.forEach((it, i) => {
           const r = result.items[i];
           let k = 0;
@@ -546,10 +590,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
               fail(f, `blob ${it.id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
             else if (err) fail(f, err.message);
             else progress.bytesDone += it.rawLength;
-            progress.currentFile = f.display;
             if (--f.remaining === 0) complete.push(f);
+            shown = f;
           }
         });
+        if (shown) progress.currentFile = displayOf(shown);
         await mapLimit(complete, 16, finished);
       }
     };
@@ -583,18 +628,20 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // ---- links and metadata -------------------------------------------------------------------
     progress.phase = 'metadata';
     for (const h of hardlinks) {
+      const abs = Buffer.from(h.path, 'latin1');
       if (h.first.failed || !h.first.chosen) {
-        errors.push({ path: h.abs.toString(), code: 'EIO', message: 'hard link target was not restored' });
+        errors.push({ path: abs.toString(), code: 'EIO', message: 'hard link target was not restored' });
         continue;
       }
-      await fs.rm(h.abs, { force: true });
+      await fs.rm(abs, { force: true });
       await fs
-        .link(h.first.abs, h.abs)
-        .catch((err) => errors.push({ path: h.abs.toString(), code: err.code, message: err.message }));
+        .link(h.first.abs, abs)
+        .catch((err) => errors.push({ path: abs.toString(), code: err.code, message: err.message }));
     }
     for (const s of symlinks) {
+      const abs = Buffer.from(s.path, 'latin1');
       try {
-        const exists = await fs.lstat(s.abs).then(
+        const exists = await fs.lstat(abs).then(
           () => true,
           () => false,
         );
@@ -603,25 +650,25 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             skippedCount++;
             continue;
           }
-          await fs.rm(s.abs, { force: true });
+          await fs.rm(abs, { force: true });
         }
         const tgt =
           s.node.linkTargetRaw !== undefined
             ? Buffer.from(s.node.linkTargetRaw, 'base64')
             : Buffer.from(s.node.linkTarget ?? '');
-        await fs.symlink(tgt, s.abs);
-        if (isRoot && s.node.uid !== undefined) await fs.lchown(s.abs, s.node.uid, s.node.gid ?? 0);
-        await setTimes(s.abs, s.node.mtimeNs, s.node.mtimeNs, true);
+        await fs.symlink(tgt, abs);
+        if (isRoot && s.node.uid !== undefined) await fs.lchown(abs, s.node.uid, s.node.gid ?? 0);
+        await setTimes(abs, s.node.mtimeNs, s.node.mtimeNs, true);
       } catch (err) {
         errors.push({
-          path: s.abs.toString(),
+          path: abs.toString(),
           code: (err as NodeJS.ErrnoException).code ?? 'EIO',
           message: (err as Error).message,
         });
       }
     }
     for (const d of [...dirs].sort((a, b) => b.depth - a.depth)) {
-      if (d.node) await applyMetadata(d.abs, d.node, isRoot).catch(() => {});
+      if (d.meta) await applyMetadata(Buffer.from(d.path, 'latin1'), d.meta, isRoot).catch(() => {});
     }
     progress.phase = 'done';
     emit();
@@ -639,9 +686,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
 
 /** Files planned and prepared together (folders made, existing files looked at). */
 const BATCH_FILES = 1024;
-/** The uses (a file's piece from a blob) a restore holds planned and not written: a planned file
- *  takes ~2-3 KB of heap. The bench's default dataset (30,035 files, about as many uses) stays under
- *  it. */
+/** The uses (a file's piece from a blob) a restore holds planned and not written: a planned small
+ *  file takes ~1 KB of heap (its record, path, use and blob entry; a heap snapshot of a million-file
+ *  restore). The bench's default dataset (30,035 files, about as many uses) stays under it; a
+ *  million small files reach it (a pack of them holds ~33,000 blobs, two are filled at once). */
 export const DEFAULT_PLAN_LIMIT = 65536;
 
 interface Batch {
@@ -680,9 +728,9 @@ class Notify {
  * Creates a directory (and parents) below root, refusing to go through anything but real directories:
  * a file or symlink in the way is replaced, never followed. `known` remembers verified folders.
  */
-async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>, made: Set<string>): Promise<void> {
+async function ensureDir(abs: string, root: Buffer, known: Set<string>, made: Set<string>): Promise<void> {
   const rootStr = root.toString('latin1');
-  const rel = path.relative(rootStr, abs.toString('latin1'));
+  const rel = path.relative(rootStr, abs);
   const parts = rel ? rel.split(path.sep) : [];
   const check = async (p: string) => {
     if (known.has(p)) return;
@@ -727,7 +775,8 @@ async function ensureDir(abs: Buffer, root: Buffer, known: Set<string>, made: Se
   await check(rootStr);
   let cur = rootStr;
   for (const part of parts) {
-    if (part === '..' || part === '') throw new UnsafePathError(`refusing path ${abs.toString()}`);
+    if (part === '..' || part === '')
+      throw new UnsafePathError(`refusing path ${Buffer.from(abs, 'latin1').toString()}`);
     cur = cur + path.sep + part;
     await check(cur);
   }
@@ -747,7 +796,7 @@ async function freeName(abs: Buffer): Promise<Buffer> {
   }
 }
 
-async function applyMetadata(abs: Buffer, node: TreeNode, isRoot: boolean): Promise<void> {
+async function applyMetadata(abs: Buffer, node: Meta, isRoot: boolean): Promise<void> {
   if (isRoot && node.uid !== undefined) await fs.lchown(abs, node.uid, node.gid ?? 0);
   await fs.chmod(abs, node.mode & 0o7777);
   await setTimes(abs, node.mtimeNs, node.mtimeNs, true);
