@@ -21,9 +21,10 @@ export const MALLOC_ENV = {
   // Not malloc either: V8 lets the heap grow to a multiple of what its last full collection left live
   // before it collects again, up to 4x when its limit is 2 GiB or more (the default with 8 GiB of RAM and
   // up), scaled down to 1.3-2x for smaller limits. A restore of a million files holds 25-75 MB live and
-  // its heap reached ~250 MB (peak RSS ~510 MB); with this limit V8 grows it ~2x, 146 MB (RSS ~350 MB),
-  // in the same time (sampled every 2 s, `--max-old-space-size=` 1024: 343 MB, 1536: 366 MB). The limit
-  // is what 8 GiB machines get anyway; a user's own --max-old-space-size in NODE_OPTIONS wins.
+  // its heap reached ~250 MB (peak RSS 517-541 MB); with this limit V8 grows it ~2x, to ~146 MB (peak
+  // RSS 362-376 MB), at the price of 3x the full collections (mostly concurrent): three alternating
+  // pairs took 56-69 s against 58-63 s, within this machine's noise. The limit is what 8 GiB machines
+  // get anyway; a user's own --max-old-space-size in NODE_OPTIONS wins.
   NODE_OPTIONS: HEAP_FLAG,
 };
 

@@ -43,6 +43,7 @@ const clean = () => {
   return env;
 };
 
+// (launchers re-execute themselves on Linux only: glibc's settings are what they are for)
 it.runIf(process.platform === 'linux')(
   'a launcher re-executes itself once with the malloc settings and a 2,000 MB heap limit',
   () => {
