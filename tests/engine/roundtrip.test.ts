@@ -17,6 +17,7 @@ import {
 } from '../helpers/fixtures.js';
 
 const OLD = new Date('2001-02-03T04:05:06.789Z');
+const BAD_TARGET = Buffer.concat([Buffer.from('to-'), Buffer.from([0xff, 0xfe, 0x80])]);
 
 describe('metadata and content round-trip', () => {
   let work: string;
@@ -54,6 +55,8 @@ describe('metadata and content round-trip', () => {
       Buffer.concat([Buffer.from(src + '/bad-'), Buffer.from([0xff, 0xfe, 0x80]), Buffer.from('.txt')]),
       'latin1 name',
     );
+    // a symlink whose target is not valid UTF-8 (restored byte for byte)
+    await fs.symlink(BAD_TARGET, path.join(src, 'link-bad-target'));
     // a very long path (> 1000 bytes) made of long names
     let deep = src;
     for (let i = 0; i < 5; i++) deep = path.join(deep, `${'long-folder-name-'.repeat(14)}${i}`);
@@ -80,6 +83,9 @@ describe('metadata and content round-trip', () => {
       await describeTree(target, { dirMtime: true }),
     );
     if (isRoot) expect((await fs.stat(path.join(target, 'owned.txt'))).uid).toBe(1234);
+    expect(await fs.readlink(path.join(target, 'link-bad-target'), { encoding: 'buffer' })).toEqual(
+      BAD_TARGET,
+    );
     // hardlinks are restored as links
     const [a, b] = await Promise.all([
       fs.stat(path.join(target, 'hard1.txt')),

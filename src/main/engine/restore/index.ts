@@ -106,7 +106,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   let pool: WorkerPool | undefined;
   const dirs: PlannedDir[] = []; // every folder, for its metadata at the end
   // links are made at the end: their paths are kept as latin1 strings, like folders' (PlannedDir)
-  const symlinks: { path: string; node: TreeNode }[] = [];
+  // (and a symlink's target, as latin1 too, with only the metadata it needs: not its tree node)
+  const symlinks: { path: string; target: string; uid?: number; gid?: number; mtimeNs: string }[] = [];
   const hardlinks: { path: string; first: PlannedFile }[] = [];
   let skippedCount = 0;
   let matched = false; // anything (file, folder, link) the selection names
@@ -432,7 +433,17 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           dirAbs && isSafeName(raw) ? Buffer.concat([dirAbs, SEP, raw]) : targetOf(childPath, [...raws, raw]);
         if (!abs) continue;
         matched = true;
-        if (node.type === 'symlink') symlinks.push({ path: abs.toString('latin1'), node });
+        if (node.type === 'symlink')
+          symlinks.push({
+            path: abs.toString('latin1'),
+            target: (node.linkTargetRaw !== undefined
+              ? Buffer.from(node.linkTargetRaw, 'base64')
+              : Buffer.from(node.linkTarget ?? '')
+            ).toString('latin1'),
+            uid: node.uid,
+            gid: node.gid,
+            mtimeNs: node.mtimeNs,
+          });
         else if (node.type === 'file') {
           const key =
             node.nlink && node.nlink > 1 && node.inode !== undefined
@@ -652,13 +663,9 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           }
           await fs.rm(abs, { force: true });
         }
-        const tgt =
-          s.node.linkTargetRaw !== undefined
-            ? Buffer.from(s.node.linkTargetRaw, 'base64')
-            : Buffer.from(s.node.linkTarget ?? '');
-        await fs.symlink(tgt, abs);
-        if (isRoot && s.node.uid !== undefined) await fs.lchown(abs, s.node.uid, s.node.gid ?? 0);
-        await setTimes(abs, s.node.mtimeNs, s.node.mtimeNs, true);
+        await fs.symlink(Buffer.from(s.target, 'latin1'), abs);
+        if (isRoot && s.uid !== undefined) await fs.lchown(abs, s.uid, s.gid ?? 0);
+        await setTimes(abs, s.mtimeNs, s.mtimeNs, true);
       } catch (err) {
         errors.push({
           path: abs.toString(),
