@@ -99,7 +99,9 @@ export function decompress(data: Uint8Array, expectedLength: number): Buffer {
  * reuses, so a chunk costs no allocation (glibc maps every buffer over 128 KiB afresh, zeroing its
  * pages, under the engine's MALLOC_MMAP_THRESHOLD_) and compressed text is not copied out of an
  * oversized destination. The caller must be done with the result (sealed it, written it) before the
- * next call on the same thread.
+ * next call on the same thread. A thread's buffer is allocated once at its full size (KEEP_SCRATCH):
+ * memory is mapped lazily, so pages nobody writes cost nothing, where growing it to each new largest
+ * chunk mapped a fresh buffer (and faulted in its pages again) every time (see scratchOf).
  */
 type Binding = typeof import('zstd-napi/binding.js');
 let cctxs: Map<number, InstanceType<Binding['CCtx']>> | undefined;
@@ -108,6 +110,17 @@ let compressScratch: Buffer | undefined;
 let decompressScratch: Buffer | undefined;
 /** Larger buffers (the blocks of multi-terabyte block files) are allocated per call, not kept per thread. */
 const KEEP_SCRATCH = 8 * 1024 * 1024;
+
+/**
+ * A thread's reusable buffer of at least `size` bytes: `kept` when large enough, else one of `cap` bytes
+ * (or `size` when larger: the caller keeps it only if it is at most `cap`). Buffer.allocUnsafe does not
+ * write the memory it gets, so its pages become resident only as they are first written; a page fault
+ * is the price of that first write (~10-20 µs each in the VM the benchmarks run in), and a buffer grown to
+ * each new largest input paid it again for every page, each time.
+ */
+export function scratchOf(kept: Buffer | undefined, size: number, cap: number): Buffer {
+  return kept && kept.length >= size ? kept : Buffer.allocUnsafeSlow(Math.max(size, cap));
+}
 
 /**
  * The thread's compression context for inputs of this size. zstd sizes a context's tables to its input
@@ -157,8 +170,7 @@ export function maybeCompressTransient(data: Uint8Array, level: number): Compres
   if (bound > KEEP_SCRATCH)
     out = Buffer.allocUnsafe(bound); // a huge block: not kept for the thread
   else {
-    if (!compressScratch || compressScratch.length < bound) compressScratch = Buffer.allocUnsafe(bound);
-    out = compressScratch;
+    out = compressScratch = scratchOf(compressScratch, bound, KEEP_SCRATCH);
   }
   const n = compressInto(data, level, out.subarray(0, bound));
   if (!n) return raw(); // compression does not pay
@@ -171,9 +183,7 @@ export function decompressTransient(data: Uint8Array, expectedLength: number): B
   let out: Buffer;
   if (expectedLength > KEEP_SCRATCH) out = Buffer.allocUnsafe(expectedLength);
   else {
-    if (!decompressScratch || decompressScratch.length < expectedLength)
-      decompressScratch = Buffer.allocUnsafe(Math.max(expectedLength, 64 * 1024));
-    out = decompressScratch;
+    out = decompressScratch = scratchOf(decompressScratch, expectedLength, KEEP_SCRATCH);
   }
   const n = dctx.decompress(out.subarray(0, expectedLength), data);
   if (n !== expectedLength) throw new Error(`decompressed ${n} bytes, expected ${expectedLength}`);

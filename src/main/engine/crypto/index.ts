@@ -167,8 +167,8 @@ let openScratch: Buffer | undefined;
 export function openTransient(key: Buffer, sealed: Uint8Array, aad?: Uint8Array): Buffer {
   const len = sealed.length - OVERHEAD;
   if (!aead || len < 0 || len > 8 * 1024 * 1024) return open(key, sealed, aad);
-  if (!openScratch || openScratch.length < len)
-    openScratch = Buffer.allocUnsafeSlow(Math.max(len, 64 * 1024));
+  // allocated once at its largest (see compress/index.ts scratchOf: unwritten pages cost nothing)
+  openScratch ??= Buffer.allocUnsafeSlow(8 * 1024 * 1024);
   if (aead.open(aeadKey(key), sealed, aad ?? null, openScratch, 0) < 0) throw new DecryptError();
   return openScratch.subarray(0, len);
 }

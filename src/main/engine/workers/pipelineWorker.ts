@@ -30,6 +30,7 @@ import {
   CompressionProbe,
   maybeCompressTransient,
   decompressTransient,
+  scratchOf,
   compressBound,
   compressInto,
 } from '../compress/index.js';
@@ -254,11 +255,11 @@ function sealEach(n: number, plainOf: (i: number) => Buffer, ids: Buffer, oneFil
 /** The thread's staging buffer for compressed chunks, at least `size` bytes (kept up to 16 MiB). */
 let staging: Buffer | undefined;
 function stageOf(size: number): Buffer {
-  if (staging && staging.length >= size) return staging;
-  const b = Buffer.allocUnsafeSlow(capacityFor(size));
-  if (b.length <= 16 * MiB) staging = b;
+  const b = scratchOf(staging, size, STAGE_MAX); // allocated once at its largest (see scratchOf)
+  if (b.length <= STAGE_MAX) staging = b;
   return b;
 }
+const STAGE_MAX = 16 * MiB;
 
 /**
  * Segment buffers to fill again (SealedSegment.emptied, QueryReply.spares). A 2 MiB buffer of fresh memory
@@ -1071,10 +1072,9 @@ class PartWriter {
     }
     const need = run!.len + plain.length;
     if (!stagingBuf || stagingBuf.length < need) {
-      // (a blob larger than STAGING_MAX, the block of a file of many TiB, is a run of its own)
-      const grown = Buffer.allocUnsafeSlow(
-        Math.max(need, Math.min(STAGING_MAX, Math.max(2 * (stagingBuf?.length ?? 0), 256 * 1024))),
-      );
+      // allocated once at STAGING_MAX (see scratchOf); a blob larger than that, the block of a file of
+      // many TiB, is a run of its own in a buffer of its own
+      const grown = scratchOf(undefined, need, STAGING_MAX);
       if (stagingBuf) stagingBuf.copy(grown, 0, 0, run!.len);
       stagingBuf = grown;
     }
