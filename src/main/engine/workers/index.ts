@@ -72,7 +72,7 @@ const WORKER_YOUNG_GENERATION_MB = 2;
 const FILE_LOAD = 2;
 
 /** Sealed-segment buffers kept for the workers (keepSpareSealed): two per task that seals (a worker keeps
- *  up to six, see pipelineWorker's scratch). They come back in bursts, all of a pack's at once when it is
+ *  up to 16, see pipelineWorker's scratch). They come back in bursts, all of a pack's at once when it is
  *  written; with room for 16 a full backup of the bench dataset dropped ~170 of them while later tasks
  *  found none to take (and sealed into fresh memory). */
 const MAX_SPARE_SEALED = 32;
