@@ -19,11 +19,16 @@ fs.writeFileSync(
   probe,
   `import v8 from 'node:v8';
 import { reexecWithMallocEnv } from ${JSON.stringify(path.join(root, 'bin/malloc-env.mjs'))};
+import fs from 'node:fs';
 if (!reexecWithMallocEnv()) {
   const e = process.env;
+  // a mapped 32 MiB buffer, written whole: in huge pages when glibc marks it (and the kernel allows THP)
+  Buffer.allocUnsafeSlow(32 << 20).fill(1);
+  const huge = /AnonHugePages:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/smaps_rollup', 'utf8'));
   console.log(JSON.stringify({
     limitMiB: v8.getHeapStatistics().heap_size_limit / 1048576,
     mmap: e.MALLOC_MMAP_THRESHOLD_, pool: e.UV_THREADPOOL_SIZE, nodeOptions: e.NODE_OPTIONS,
+    tunables: e.GLIBC_TUNABLES, hugeKiB: Number(huge?.[1] ?? 0),
   }));
 }
 `,
@@ -37,7 +42,13 @@ const run = (env: NodeJS.ProcessEnv) => {
 
 const clean = () => {
   const env = { ...process.env };
-  for (const k of ['MALLOC_MMAP_THRESHOLD_', 'UV_THREADPOOL_SIZE', 'NODE_OPTIONS', 'TIDEMARK_MALLOC_ENV'])
+  for (const k of [
+    'MALLOC_MMAP_THRESHOLD_',
+    'GLIBC_TUNABLES',
+    'UV_THREADPOOL_SIZE',
+    'NODE_OPTIONS',
+    'TIDEMARK_MALLOC_ENV',
+  ])
     delete env[k];
   delete env.TIDEMARK_NO_REEXEC;
   return env;
@@ -49,6 +60,12 @@ it.runIf(process.platform === 'linux')(
   () => {
     const r = run(clean());
     expect(r.mmap).toBe('131072');
+    expect(r.tunables).toBe('glibc.malloc.hugetlb=1');
+    // where the kernel gives huge pages on request, the buffer got them (and none without the tunable)
+    const thp = fs.readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8');
+    if (/\[(madvise|always)\]/.test(thp)) expect(r.hugeKiB).toBeGreaterThanOrEqual(16 * 1024);
+    if (/\[madvise\]/.test(thp))
+      expect(run({ ...clean(), GLIBC_TUNABLES: 'glibc.malloc.check=0' }).hugeKiB).toBe(0);
     expect(r.pool).toBe('16');
     expect(r.nodeOptions).toBe('--max-old-space-size=2000');
     // V8 adds the young generation to the old generation's limit
@@ -67,6 +84,7 @@ it('withMallocEnv keeps what the caller set and adds the heap flag once', () => 
   expect(withMallocEnv({ UV_THREADPOOL_SIZE: '4' })).toMatchObject({
     UV_THREADPOOL_SIZE: '4',
     MALLOC_MMAP_THRESHOLD_: '131072',
+    GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
     NODE_OPTIONS: '--max-old-space-size=2000',
     TIDEMARK_MALLOC_ENV: '1',
   });
