@@ -2,6 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import crypto from 'node:crypto';
 import { BlobIndex, BlobType } from './blobIndex.js';
+import { decodeIndex, encodeIndex, indexEntryCount } from './indexFile.js';
+import { CorruptObjectError } from '../errors.js';
 
 const id = (n: number) => crypto.createHash('sha256').update(String(n)).digest('hex');
 const at = (pack: string, type: BlobType, offset: number) => ({
@@ -38,5 +40,45 @@ describe('BlobIndex', () => {
         ['p2', 100],
       ]),
     );
+  });
+
+  it('keeps every blob when room is made first, beside blobs already there', () => {
+    const index = new BlobIndex();
+    for (let i = 0; i < 100; i++) index.add(id(i), at('a', BlobType.Data, i));
+    index.reserve(100 + 5000); // an index file of 5,000 blobs: the table and arrays sized once
+    for (let i = 100; i < 5100; i++) index.add(Buffer.from(id(i), 'hex'), at('b', BlobType.Data, i));
+    expect(index.size).toBe(5100);
+    for (let i = 0; i < 5100; i++) expect(index.get(id(i))?.offset).toBe(i);
+    index.reserve(10); // never shrinks
+    expect(index.get(id(5099))).toEqual(at('b', BlobType.Data, 5099));
+  });
+});
+
+describe('index files', () => {
+  const file = encodeIndex([
+    {
+      pack: id(-1),
+      blobs: [0, 1, 2].map((i) => ({ id: Buffer.from(id(i), 'hex'), loc: at(id(-1), BlobType.Data, i) })),
+    },
+    {
+      pack: id(-2),
+      blobs: [3, 4].map((i) => ({ id: Buffer.from(id(i), 'hex'), loc: at(id(-2), BlobType.Tree, i) })),
+    },
+  ]);
+
+  it('lists every blob with its pack', () => {
+    expect(indexEntryCount(file, 'f')).toBe(5);
+    const seen: [string, number, string][] = [];
+    decodeIndex(file, 'f', (b, loc) => seen.push([b.toString('hex'), loc.offset, loc.pack]));
+    expect(seen).toEqual([0, 1, 2, 3, 4].map((i) => [id(i), i, id(i < 3 ? -1 : -2)]));
+  });
+
+  it('a damaged file lists nothing, not the blobs before the damage', () => {
+    for (const cut of [file.length - 1, file.length - 45, 8 + 36 + 10, 20]) {
+      let called = 0;
+      expect(() => decodeIndex(file.subarray(0, cut), 'f', () => called++)).toThrow(CorruptObjectError);
+      expect(called).toBe(0);
+    }
+    expect(() => indexEntryCount(Buffer.from('nope, not an index'), 'f')).toThrow(/not an index file/);
   });
 });

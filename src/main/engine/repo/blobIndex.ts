@@ -110,8 +110,13 @@ export class BlobIndex {
     return true;
   }
 
-  private growEntries(): void {
-    const n = this.flags.length * 2;
+  /** Makes room for `n` blobs in all (an index file's count, before its blobs are added one by one). */
+  reserve(n: number): void {
+    if (n > this.flags.length) this.growEntries(2 ** Math.ceil(Math.log2(n)));
+    if (n * 2 > this.table.length) this.grow(2 ** Math.ceil(Math.log2(n * 2)));
+  }
+
+  private growEntries(n = this.flags.length * 2): void {
     const grow = <T extends Uint8Array | Uint32Array>(a: T, size: number): T => {
       const b = new (a.constructor as new (n: number) => T)(size);
       b.set(a);
@@ -125,8 +130,8 @@ export class BlobIndex {
     this.flags = grow(this.flags, n);
   }
 
-  private grow(): void {
-    this.table = new Int32Array(this.table.length * 2).fill(EMPTY);
+  private grow(size = this.table.length * 2): void {
+    this.table = new Int32Array(size).fill(EMPTY);
     for (let e = 0; e < this.count; e++) {
       const slot = this.slotOf(this.ids.subarray(e * 32, e * 32 + 32));
       this.table[slot] = e;

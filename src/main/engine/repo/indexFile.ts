@@ -39,24 +39,41 @@ export function encodeIndex(packs: IndexPack[]): Buffer {
   return out;
 }
 
-/** Calls `each` for every blob of an index file's plaintext. */
+/** The number of blobs an index file's plaintext lists; throws when it is not a whole index file. */
+export function indexEntryCount(buf: Buffer, what: string): number {
+  if (buf.length < 8 || !buf.subarray(0, 4).equals(MAGIC))
+    throw new CorruptObjectError(`${what} is not an index file`);
+  const n = buf.readUInt32LE(4);
+  let total = 0;
+  let o = 8;
+  for (let i = 0; i < n; i++) {
+    if (o + 36 > buf.length) throw new CorruptObjectError(`${what} is truncated`);
+    const count = buf.readUInt32LE(o + 32);
+    o += 36 + count * ENTRY;
+    if (o > buf.length) throw new CorruptObjectError(`${what} is truncated`);
+    total += count;
+  }
+  return total;
+}
+
+/**
+ * Calls `each` for every blob of an index file's plaintext (`id` is a view into it: copy what is kept).
+ * The file is checked whole first, so a damaged one calls `each` for nothing.
+ */
 export function decodeIndex(
   buf: Buffer,
   what: string,
   each: (id: Buffer, loc: BlobLocation) => void,
 ): string[] {
-  if (buf.length < 8 || !buf.subarray(0, 4).equals(MAGIC))
-    throw new CorruptObjectError(`${what} is not an index file`);
+  indexEntryCount(buf, what);
   const packs: string[] = [];
   const n = buf.readUInt32LE(4);
   let o = 8;
   for (let i = 0; i < n; i++) {
-    if (o + 36 > buf.length) throw new CorruptObjectError(`${what} is truncated`);
     const pack = buf.toString('hex', o, o + 32);
     packs.push(pack);
     const count = buf.readUInt32LE(o + 32);
     o += 36;
-    if (o + count * ENTRY > buf.length) throw new CorruptObjectError(`${what} is truncated`);
     for (let j = 0; j < count; j++, o += ENTRY) {
       const f = buf[o];
       each(buf.subarray(o + 1, o + 33), {

@@ -22,7 +22,7 @@ import {
 import { openKey, writeKey, listKeys, type KeyInfo } from './keys.js';
 import { decodeObject, encodeObject, loadJson, saveJson } from './objects.js';
 import { BlobIndex, BlobType, type BlobLocation } from './blobIndex.js';
-import { encodeIndex, decodeIndex, type IndexPack } from './indexFile.js';
+import { encodeIndex, decodeIndex, indexEntryCount, type IndexPack } from './indexFile.js';
 import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
@@ -187,11 +187,11 @@ export class Repository {
         if (this.indexFiles.has(name) || known.has(name)) return;
         try {
           const raw = await this.backend.load('index', name);
-          const plain = decodeObject(this.key, raw, `index/${name.slice(0, 12)}`);
-          // decode fully before adding, so a truncated file adds nothing half-way
-          const entries: [Buffer, BlobLocation][] = [];
-          decodeIndex(plain, `index/${name.slice(0, 12)}`, (id, loc) => entries.push([Buffer.from(id), loc]));
-          for (const [id, loc] of entries) this.index.add(id, loc);
+          const what = `index/${name.slice(0, 12)}`;
+          const plain = decodeObject(this.key, raw, what);
+          // (a damaged file adds nothing: decodeIndex checks it whole first; add copies the ID)
+          this.index.reserve(this.index.size + indexEntryCount(plain, what));
+          decodeIndex(plain, what, (id, loc) => this.index.add(id, loc));
           this.indexFiles.add(name);
         } catch (err) {
           if (err instanceof NotFoundError) return; // replaced by a concurrent prune
