@@ -5,13 +5,15 @@
 // which on two cores preempts the JavaScript thread issuing them, so thousands of small random reads
 // (the changed blocks of a large file) spent more time being scheduled than the disk took to serve them.
 // readFiles does the same for many small files (open, read, fstat, close each), so a backup's batch of
-// small files is read with several reads in flight instead of one synchronous read at a time.
+// small files is read with several reads in flight instead of one synchronous read at a time. The threads
+// are kept and used again from call to call (OnThreads).
 #include <napi.h>
 #ifndef _WIN32
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -110,16 +112,85 @@ static std::vector<size_t> StartsOf(const std::vector<uint32_t>& lengths) {
   return starts;
 }
 
+// Threads kept for OnThreads, started as first needed and then waiting for more work: a backup's every
+// batch of small files (one readFiles call, depth 8) used to start and join seven threads of its own,
+// thousands of thread starts per backup (each maps and faults in a stack).
+namespace {
+struct PoolJob {
+  void* (*run)(void*);
+  void* arg;
+  int* left;  // the caller's count of jobs not done, under *mu
+  pthread_mutex_t* mu;
+  pthread_cond_t* done;
+};
+pthread_mutex_t poolMu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t poolWork = PTHREAD_COND_INITIALIZER;
+std::vector<PoolJob>* poolQueue = new std::vector<PoolJob>();  // never freed: its threads live to exit
+int poolThreads = 0;  // started
+int poolBusy = 0;     // running a job
+const int kMaxPoolThreads = 64;
+
+void* PoolThread(void*) {
+  pthread_mutex_lock(&poolMu);
+  for (;;) {
+    while (poolQueue->empty()) pthread_cond_wait(&poolWork, &poolMu);
+    PoolJob job = poolQueue->front();
+    poolQueue->erase(poolQueue->begin());
+    poolBusy++;
+    pthread_mutex_unlock(&poolMu);
+    job.run(job.arg);
+    pthread_mutex_lock(job.mu);
+    if (--*job.left == 0) pthread_cond_signal(job.done);
+    pthread_mutex_unlock(job.mu);
+    pthread_mutex_lock(&poolMu);
+    poolBusy--;
+  }
+  return nullptr;
+}
+}  // namespace
+
 // Runs `run(arg)` on up to `depth` threads (this one included) for `n` items; returns when all are done.
+// `run` takes items until none are left, so a kept thread that gets to its job late finds nothing to do;
+// jobs no kept thread has taken by the time this thread is done are withdrawn, not waited for.
 static void OnThreads(int depth, size_t n, void* (*run)(void*), void* arg) {
   size_t want = std::min<size_t>(depth < 1 ? 1 : depth, n);
-  std::vector<pthread_t> threads;
-  for (size_t k = 1; k < want; k++) {
-    pthread_t t;
-    if (pthread_create(&t, nullptr, run, arg) == 0) threads.push_back(t);
+  int extra = want > 1 ? static_cast<int>(want - 1) : 0;
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t done = PTHREAD_COND_INITIALIZER;
+  int left = extra;
+  if (extra) {
+    pthread_mutex_lock(&poolMu);
+    for (int k = 0; k < extra; k++) poolQueue->push_back({run, arg, &left, &mu, &done});
+    // a thread for every job waiting (the ones not busy wait for work), up to the cap
+    while (poolThreads - poolBusy < static_cast<int>(poolQueue->size()) && poolThreads < kMaxPoolThreads) {
+      pthread_t t;
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      int ok = pthread_create(&t, &attr, PoolThread, nullptr);
+      pthread_attr_destroy(&attr);
+      if (ok != 0) break;  // none could be started: this thread does the work alone
+      poolThreads++;
+    }
+    pthread_cond_broadcast(&poolWork);
+    pthread_mutex_unlock(&poolMu);
   }
-  run(arg);  // this thread works too (and alone when no thread could be started)
-  for (pthread_t t : threads) pthread_join(t, nullptr);
+  run(arg);  // this thread works too (and alone when no kept thread is free)
+  if (!extra) return;
+  pthread_mutex_lock(&poolMu);
+  int withdrawn = 0;
+  for (size_t i = poolQueue->size(); i-- > 0;)
+    if ((*poolQueue)[i].left == &left) {
+      poolQueue->erase(poolQueue->begin() + i);
+      withdrawn++;
+    }
+  pthread_mutex_unlock(&poolMu);
+  pthread_mutex_lock(&mu);
+  left -= withdrawn;
+  while (left > 0) pthread_cond_wait(&done, &mu);
+  pthread_mutex_unlock(&mu);
+  pthread_cond_destroy(&done);
+  pthread_mutex_destroy(&mu);
 }
 #endif
 
@@ -515,7 +586,20 @@ static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// How many threads the batches' reads have started in all (tests: they are kept and used again).
+static Napi::Value ReadThreadsStarted(const Napi::CallbackInfo& info) {
+#ifdef _WIN32
+  return Napi::Number::New(info.Env(), 0);
+#else
+  pthread_mutex_lock(&poolMu);
+  int n = poolThreads;
+  pthread_mutex_unlock(&poolMu);
+  return Napi::Number::New(info.Env(), n);
+#endif
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("readThreadsStarted", Napi::Function::New(env, ReadThreadsStarted));
   exports.Set("setTimes", Napi::Function::New(env, SetTimes));
   exports.Set("setTimesFd", Napi::Function::New(env, SetTimesFd));
   exports.Set("readScattered", Napi::Function::New(env, ReadScattered));

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import {
   nativeScatteredReads,
   readFiles,
+  readThreadsStarted,
   readScattered,
   type Piece,
 } from '../../src/main/engine/backup/scatterRead.js';
@@ -151,6 +152,33 @@ for (const mode of modes) {
     });
   });
 }
+
+describe('native batches', () => {
+  it.skipIf(!nativeScatteredReads)(
+    'keep the threads they start and use them again: many batches start no more than one does',
+    async () => {
+      const f = fixture();
+      try {
+        const names = Array.from({ length: 40 }, () => Buffer.from(f.file));
+        const limits = names.map(() => 4096);
+        const batch = () => readFiles(names, limits, 8, { native: true });
+        await batch();
+        const started = readThreadsStarted();
+        expect(started).toBeGreaterThanOrEqual(7); // depth 8: this thread and 7 of the addon's
+        for (let i = 0; i < 50; i++) await batch();
+        await Promise.all([batch(), batch()]); // two at once may need a second set, once
+        const after = readThreadsStarted();
+        expect(after).toBeLessThanOrEqual(started + 7);
+        for (let i = 0; i < 20; i++) await Promise.all([batch(), batch()]);
+        expect(readThreadsStarted()).toBe(after); // (each batch used to start and join 7 threads)
+        const { files } = await batch();
+        expect(files.every((r) => !r.error && r.n === 4096)).toBe(true);
+      } finally {
+        f.done();
+      }
+    },
+  );
+});
 
 /** A folder on a filesystem that reads O_DIRECT files past the page cache, or why there is none. */
 async function directIoDir(): Promise<{ dir?: string; why?: string }> {

@@ -18,6 +18,8 @@ import { mtimeMsOf } from '../scan/index.js';
 
 interface FsIo {
   readFiles?(paths: Buffer, limits: Uint32Array, target: Buffer, depth: number): Promise<Float64Array>;
+  /** Threads the addon started for batches in all: kept, and used again by later batches. */
+  readThreadsStarted?(): number;
   readScattered(
     fd: number,
     offsets: Float64Array,
@@ -35,6 +37,9 @@ const addon =
 
 /** Whether batches are read by the native addon (else by fs reads). */
 export const nativeScatteredReads = !!addon?.readScattered;
+
+/** How many threads the addon has started for batches (0 without it). */
+export const readThreadsStarted = (): number => addon?.readThreadsStarted?.() ?? 0;
 
 export interface Piece {
   offset: number;
