@@ -586,6 +586,86 @@ static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// writeWhole(path, data, mode, chmod, uid, gid, mtimeNs): a restore's single-blob file in one call —
+// create it (O_EXCL with its permission bits; an existing one is truncated), write it (all zeros: sized,
+// sparse), chown it (uid >= 0), chmod it when the creation mode could not carry its bits, set its times
+// and close it. Returns 0, or errno * 8 + the failed step (1 open, 2 write, 3 ftruncate, 4 fchown,
+// 5 fchmod, 6 futimens, 7 close) for the caller to word the error as Node would. Synchronous: a worker
+// thread writing the files it decoded made six fs calls per file, most of their cost in JavaScript.
+static Napi::Value WriteWhole(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 7 || !info[0].IsBuffer() || !info[1].IsBuffer() || !info[2].IsNumber() ||
+      !info[3].IsBoolean() || !info[4].IsNumber() || !info[5].IsNumber() || !info[6].IsBigInt()) {
+    Napi::TypeError::New(env, "writeWhole(path, data, mode, chmod, uid, gid, mtimeNs: bigint)")
+        .ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#ifdef _WIN32
+  Napi::Error::New(env, "writeWhole is not available on Windows").ThrowAsJavaScriptException();
+  return env.Undefined();
+#else
+  auto pathBuf = info[0].As<Napi::Buffer<char>>();
+  std::string path(pathBuf.Data(), pathBuf.Length());
+  if (path.find('\0') != std::string::npos) {
+    Napi::TypeError::New(env, "path contains NUL").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto data = info[1].As<Napi::Buffer<uint8_t>>();
+  const uint8_t* bytes = data.Data();
+  size_t len = data.Length();
+  mode_t mode = static_cast<mode_t>(info[2].As<Napi::Number>().Uint32Value()) & 07777;
+  bool chmodNeeded = info[3].As<Napi::Boolean>().Value();
+  int64_t uid = info[4].As<Napi::Number>().Int64Value();
+  int64_t gid = info[5].As<Napi::Number>().Int64Value();
+  bool lossless = true;
+  int64_t ns = info[6].As<Napi::BigInt>().Int64Value(&lossless);
+  auto fail = [&](int step) { return Napi::Number::New(env, errno * 8 + step); };
+  const int base = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC;
+  int fd;
+  do fd = open(path.c_str(), base | O_EXCL, mode & 0777);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == EEXIST) {
+    chmodNeeded = true;  // not created here: its mode is set explicitly
+    do fd = open(path.c_str(), base, 0600);
+    while (fd < 0 && errno == EINTR);
+  }
+  if (fd < 0) return fail(1);
+  int step = 0;
+  bool zero = true;
+  for (size_t i = 0; zero && i < len; i++) zero = bytes[i] == 0;
+  if (zero) {
+    if (len && ftruncate(fd, static_cast<off_t>(len)) != 0) step = 3;
+  } else {
+    for (size_t done = 0; done < len;) {
+      ssize_t k = pwrite(fd, bytes + done, len - done, static_cast<off_t>(done));
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        step = 2;
+        break;
+      }
+      done += static_cast<size_t>(k);
+    }
+  }
+  if (!step && uid >= 0 && fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) step = 4;
+  if (!step && chmodNeeded && fchmod(fd, mode) != 0) step = 5;
+  if (!step) {
+    struct timespec ts[2];
+    ts[0].tv_sec = ns / 1000000000LL;
+    ts[0].tv_nsec = ns % 1000000000LL;
+    if (ts[0].tv_nsec < 0) {
+      ts[0].tv_nsec += 1000000000LL;
+      ts[0].tv_sec -= 1;
+    }
+    ts[1] = ts[0];
+    if (futimens(fd, ts) != 0) step = 6;
+  }
+  int e = errno;
+  if (close(fd) != 0 && !step) return fail(7);
+  errno = e;
+  return step ? fail(step) : Napi::Number::New(env, 0);
+#endif
+}
+
 // How many threads the batches' reads have started in all (tests: they are kept and used again).
 static Napi::Value ReadThreadsStarted(const Napi::CallbackInfo& info) {
 #ifdef _WIN32
@@ -600,6 +680,7 @@ static Napi::Value ReadThreadsStarted(const Napi::CallbackInfo& info) {
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("readThreadsStarted", Napi::Function::New(env, ReadThreadsStarted));
+  exports.Set("writeWhole", Napi::Function::New(env, WriteWhole));
   exports.Set("setTimes", Napi::Function::New(env, SetTimes));
   exports.Set("setTimesFd", Napi::Function::New(env, SetTimesFd));
   exports.Set("readScattered", Napi::Function::New(env, ReadScattered));

@@ -17,12 +17,9 @@ import {
   readdirSync,
   lstatSync,
   writeSync,
-  ftruncateSync,
-  fchmodSync,
-  fchownSync,
   constants as FS,
 } from 'node:fs';
-import { setTimesFdSync } from '../restore/times.js';
+import { writeWholeFile } from '../restore/wholeFile.js';
 import { entryStat, mtimeMsOf, sameMtime } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
@@ -44,7 +41,6 @@ import type {
   SealedSegment,
   DecodeResult,
   DecodeTask,
-  FileWrite,
   FromWorker,
   ListDirResult,
   ListDirTask,
@@ -1005,40 +1001,6 @@ function listDir(task: ListDirTask): ListDirResult {
 }
 
 const ZEROS = Buffer.alloc(init.chunker.max);
-
-const UMASK = process.umask(); // reading it is allowed in a worker (setting it is not)
-
-/** Writes a whole restored file (one blob) with synchronous calls; an all-zero file stays sparse. */
-function writeWholeFile(w: FileWrite, plain: Buffer, chown: boolean): void {
-  const p = Buffer.from(w.path);
-  // Created with its permission bits (a file the restore creates: O_EXCL), so no fchmod is needed when
-  // the umask keeps them all and there are no setuid/setgid/sticky bits: 30,000 small files are 30,000
-  // syscalls fewer. An existing file (a race) is truncated and given its mode explicitly.
-  const mode = w.mode & 0o7777;
-  const base = FS.O_WRONLY | FS.O_CREAT | FS.O_TRUNC | FS.O_NOFOLLOW;
-  let fd: number;
-  let modeSet = false;
-  try {
-    fd = openSync(p, base | FS.O_EXCL, mode & 0o777);
-    modeSet = mode === (mode & 0o777 & ~UMASK);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    fd = openSync(p, base, 0o600);
-  }
-  try {
-    const zero = plain.length <= ZEROS.length && plain.equals(ZEROS.subarray(0, plain.length));
-    if (zero) ftruncateSync(fd, plain.length);
-    else {
-      let done = 0;
-      while (done < plain.length) done += writeSync(fd, plain, done, plain.length - done, done);
-    }
-    if (chown && w.uid !== undefined) fchownSync(fd, w.uid, w.gid ?? 0);
-    if (!modeSet) fchmodSync(fd, mode);
-    setTimesFdSync(fd, w.mtimeNs); // after the last write: closing does not change the times
-  } finally {
-    closeSync(fd);
-  }
-}
 
 type WriteError = { message: string; code?: string } | null;
 
