@@ -26,6 +26,17 @@
 #include <sys/syscall.h>
 #endif
 
+#ifndef _WIN32
+// info[i] (a Buffer: a path's raw bytes) as a string; throws (and returns false) when it holds a NUL.
+static bool PathArg(const Napi::CallbackInfo& info, size_t i, std::string* path) {
+  auto buf = info[i].As<Napi::Buffer<char>>();
+  path->assign(buf.Data(), buf.Length());
+  if (path->find('\0') == std::string::npos) return true;
+  Napi::TypeError::New(info.Env(), "path contains NUL").ThrowAsJavaScriptException();
+  return false;
+}
+#endif
+
 static Napi::Value SetTimes(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsBuffer() || !info[1].IsBigInt() || !info[2].IsBigInt() || !info[3].IsBoolean()) {
@@ -36,12 +47,8 @@ static Napi::Value SetTimes(const Napi::CallbackInfo& info) {
   Napi::Error::New(env, "setTimes is not available on Windows").ThrowAsJavaScriptException();
   return env.Undefined();
 #else
-  auto buf = info[0].As<Napi::Buffer<char>>();
-  std::string path(buf.Data(), buf.Length());
-  if (path.find('\0') != std::string::npos) {
-    Napi::TypeError::New(env, "path contains NUL").ThrowAsJavaScriptException();
-    return env.Undefined();
-  }
+  std::string path;
+  if (!PathArg(info, 0, &path)) return env.Undefined();
   bool lossless = true;
   int64_t a = info[1].As<Napi::BigInt>().Int64Value(&lossless);
   int64_t m = info[2].As<Napi::BigInt>().Int64Value(&lossless);
@@ -604,12 +611,8 @@ static Napi::Value WriteWhole(const Napi::CallbackInfo& info) {
   Napi::Error::New(env, "writeWhole is not available on Windows").ThrowAsJavaScriptException();
   return env.Undefined();
 #else
-  auto pathBuf = info[0].As<Napi::Buffer<char>>();
-  std::string path(pathBuf.Data(), pathBuf.Length());
-  if (path.find('\0') != std::string::npos) {
-    Napi::TypeError::New(env, "path contains NUL").ThrowAsJavaScriptException();
-    return env.Undefined();
-  }
+  std::string path;
+  if (!PathArg(info, 0, &path)) return env.Undefined();
   auto data = info[1].As<Napi::Buffer<uint8_t>>();
   const uint8_t* bytes = data.Data();
   size_t len = data.Length();
