@@ -24,17 +24,21 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 const probe = await load(true);
 const NS = 1_600_000_000_123_456_789n;
 
+const isRoot = process.getuid?.() === 0;
+
 /** Writes under `dir` and reports what came of it (or the error). */
-function outcome(m: WholeModule, dir: string, name: string, data: Buffer, mode: number) {
+function outcome(m: WholeModule, dir: string, name: string, data: Buffer, mode: number, owner?: number) {
   const file = path.join(dir, name);
+  const w = { path: Buffer.from(file), mode, mtimeNs: NS.toString(), uid: owner, gid: owner && owner + 1 };
   try {
-    m.writeWholeFile({ path: Buffer.from(file), mode, mtimeNs: NS.toString() }, data, false);
+    m.writeWholeFile(w, data, owner !== undefined);
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     return { error: e.message.replace(dir, '<dir>'), code: e.code };
   }
   const st = fs.lstatSync(file, { bigint: true });
   return {
+    owner: `${st.uid}:${st.gid}`,
     mode: Number(st.mode) & 0o7777,
     size: Number(st.size),
     sparse: st.blocks === 0n,
@@ -59,6 +63,8 @@ function cases(m: WholeModule, dir: string) {
     existing: outcome(m, dir, 'existing', Buffer.from('new'), 0o640), // truncated, given its mode
     missingParent: outcome(m, dir, 'no/such/folder', text, 0o644),
     symlink: outcome(m, dir, 'link', text, 0o644), // never written through
+    // as root, a file gets its owner and group (a setgid file keeps its bit: chmod comes after chown)
+    ...(isRoot && { owned: outcome(m, dir, 'owned', text, 0o2750, 4321) }),
   };
 }
 
@@ -83,6 +89,7 @@ describe.skipIf(!probe.nativeWholeWrites)(
         error: "ENOENT: no such file or directory, open '<dir>/no/such/folder'",
       });
       expect(viaNative.symlink.code).toBe('ELOOP');
+      if (isRoot) expect(viaNative.owned).toMatchObject({ owner: '4321:4322', mode: 0o2750, same: true });
       expect(fs.readFileSync('/etc/passwd').equals(Buffer.from('x'))).toBe(false);
       // times to the nanosecond (set on the open file, after the last write)
       for (const r of [viaNative.plain, viaNative.zeros, viaNative.existing]) expect(r.mtimeNs).toBe(NS);
