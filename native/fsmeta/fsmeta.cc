@@ -35,6 +35,18 @@ static bool PathArg(const Napi::CallbackInfo& info, size_t i, std::string* path)
   Napi::TypeError::New(info.Env(), "path contains NUL").ThrowAsJavaScriptException();
   return false;
 }
+
+// Nanoseconds since the epoch (before it: negative) as a timespec (tv_nsec always in [0, 1e9)).
+static struct timespec TimespecOf(int64_t ns) {
+  struct timespec t;
+  t.tv_sec = ns / 1000000000LL;
+  t.tv_nsec = ns % 1000000000LL;
+  if (t.tv_nsec < 0) {
+    t.tv_nsec += 1000000000LL;
+    t.tv_sec -= 1;
+  }
+  return t;
+}
 #endif
 
 static Napi::Value SetTimes(const Napi::CallbackInfo& info) {
@@ -52,17 +64,7 @@ static Napi::Value SetTimes(const Napi::CallbackInfo& info) {
   bool lossless = true;
   int64_t a = info[1].As<Napi::BigInt>().Int64Value(&lossless);
   int64_t m = info[2].As<Napi::BigInt>().Int64Value(&lossless);
-  struct timespec ts[2];
-  ts[0].tv_sec = a / 1000000000LL;
-  ts[0].tv_nsec = a % 1000000000LL;
-  ts[1].tv_sec = m / 1000000000LL;
-  ts[1].tv_nsec = m % 1000000000LL;
-  for (auto& t : ts) {
-    if (t.tv_nsec < 0) {
-      t.tv_nsec += 1000000000LL;
-      t.tv_sec -= 1;
-    }
-  }
+  struct timespec ts[2] = {TimespecOf(a), TimespecOf(m)};
   int flags = info[3].As<Napi::Boolean>().Value() ? AT_SYMLINK_NOFOLLOW : 0;
   if (utimensat(AT_FDCWD, path.c_str(), ts, flags) != 0) {
     int e = errno;
@@ -88,15 +90,7 @@ static Napi::Value SetTimesFd(const Napi::CallbackInfo& info) {
 #else
   bool lossless = true;
   int64_t ns[2] = {info[1].As<Napi::BigInt>().Int64Value(&lossless), info[2].As<Napi::BigInt>().Int64Value(&lossless)};
-  struct timespec ts[2];
-  for (int i = 0; i < 2; i++) {
-    ts[i].tv_sec = ns[i] / 1000000000LL;
-    ts[i].tv_nsec = ns[i] % 1000000000LL;
-    if (ts[i].tv_nsec < 0) {
-      ts[i].tv_nsec += 1000000000LL;
-      ts[i].tv_sec -= 1;
-    }
-  }
+  struct timespec ts[2] = {TimespecOf(ns[0]), TimespecOf(ns[1])};
   if (futimens(info[0].As<Napi::Number>().Int32Value(), ts) != 0) {
     int e = errno;
     Napi::Error err = Napi::Error::New(env, std::string("futimens: ") + strerror(e));
@@ -652,14 +646,7 @@ static Napi::Value WriteWhole(const Napi::CallbackInfo& info) {
   if (!step && uid >= 0 && fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) step = 4;
   if (!step && chmodNeeded && fchmod(fd, mode) != 0) step = 5;
   if (!step) {
-    struct timespec ts[2];
-    ts[0].tv_sec = ns / 1000000000LL;
-    ts[0].tv_nsec = ns % 1000000000LL;
-    if (ts[0].tv_nsec < 0) {
-      ts[0].tv_nsec += 1000000000LL;
-      ts[0].tv_sec -= 1;
-    }
-    ts[1] = ts[0];
+    struct timespec ts[2] = {TimespecOf(ns), TimespecOf(ns)};
     if (futimens(fd, ts) != 0) step = 6;
   }
   int e = errno;

@@ -27,9 +27,17 @@ const NS = 1_600_000_000_123_456_789n;
 const isRoot = process.getuid?.() === 0;
 
 /** Writes under `dir` and reports what came of it (or the error). */
-function outcome(m: WholeModule, dir: string, name: string, data: Buffer, mode: number, owner?: number) {
+function outcome(
+  m: WholeModule,
+  dir: string,
+  name: string,
+  data: Buffer,
+  mode: number,
+  owner?: number,
+  ns = NS,
+) {
   const file = path.join(dir, name);
-  const w = { path: Buffer.from(file), mode, mtimeNs: NS.toString(), uid: owner, gid: owner && owner + 1 };
+  const w = { path: Buffer.from(file), mode, mtimeNs: ns.toString(), uid: owner, gid: owner && owner + 1 };
   try {
     m.writeWholeFile(w, data, owner !== undefined);
   } catch (err) {
@@ -63,6 +71,7 @@ function cases(m: WholeModule, dir: string) {
     existing: outcome(m, dir, 'existing', Buffer.from('new'), 0o640), // truncated, given its mode
     missingParent: outcome(m, dir, 'no/such/folder', text, 0o644),
     symlink: outcome(m, dir, 'link', text, 0o644), // never written through
+    before1970: outcome(m, dir, 'old', text, 0o644, undefined, -86_400_123_456_789n),
     // as root, a file gets its owner and group (a setgid file keeps its bit: chmod comes after chown)
     ...(isRoot && { owned: outcome(m, dir, 'owned', text, 0o2750, 4321) }),
   };
@@ -89,6 +98,7 @@ describe.skipIf(!probe.nativeWholeWrites)(
         error: "ENOENT: no such file or directory, open '<dir>/no/such/folder'",
       });
       expect(viaNative.symlink.code).toBe('ELOOP');
+      expect(viaNative.before1970.mtimeNs).toBe(-86_400_123_456_789n); // a day and a bit before 1970
       if (isRoot) expect(viaNative.owned).toMatchObject({ owner: '4321:4322', mode: 0o2750, same: true });
       expect(fs.readFileSync('/etc/passwd').equals(Buffer.from('x'))).toBe(false);
       // times to the nanosecond (set on the open file, after the last write)
