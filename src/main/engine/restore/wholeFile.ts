@@ -52,7 +52,8 @@ let errorMap: Map<number, [string, string]> | undefined;
 const UMASK = process.umask(); // reading it is allowed in a worker (setting it is not)
 const ZEROS = Buffer.alloc(64 * 1024);
 
-function allZero(b: Buffer): boolean {
+/** Whether every byte of `b` is zero (such a blob is a hole: sized or skipped, never written). */
+export function allZero(b: Buffer): boolean {
   for (let o = 0; o < b.length; o += ZEROS.length) {
     const piece = b.subarray(o, o + ZEROS.length);
     if (!piece.equals(ZEROS.subarray(0, piece.length))) return false;

@@ -19,7 +19,7 @@ import {
   writeSync,
   constants as FS,
 } from 'node:fs';
-import { writeWholeFile } from '../restore/wholeFile.js';
+import { allZero, writeWholeFile } from '../restore/wholeFile.js';
 import { entryStat, mtimeMsOf, sameMtime } from '../scan/index.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
@@ -1000,8 +1000,6 @@ function listDir(task: ListDirTask): ListDirResult {
   return { names: names.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.byteLength)), stats };
 }
 
-const ZEROS = Buffer.alloc(init.chunker.max);
-
 type WriteError = { message: string; code?: string } | null;
 
 let stagingBuf: Buffer | undefined; // reused from task to task
@@ -1025,12 +1023,7 @@ class PartWriter {
   /** Queues `plain` for `part`; the outcome lands in results[i] (null: written or a hole) once flushed. */
   add(part: { path: Uint8Array; offset: number }, plain: Buffer, results: WriteError[], i: number): void {
     results[i] = null;
-    let zero = true;
-    for (let o = 0; zero && o < plain.length; o += ZEROS.length) {
-      const piece = plain.subarray(o, o + ZEROS.length);
-      zero = piece.equals(ZEROS.subarray(0, piece.length));
-    }
-    if (zero) return;
+    if (allZero(plain)) return;
     const key = Buffer.from(part.path.buffer, part.path.byteOffset, part.path.byteLength).toString('latin1');
     let run = this.run;
     const fits = run && run.key === key && run.offset + run.len === part.offset;
@@ -1038,14 +1031,9 @@ class PartWriter {
       this.flush();
       run = this.run = { key, path: part.path, offset: part.offset, len: 0, slots: [] };
     }
-    const need = run!.len + plain.length;
-    if (!stagingBuf || stagingBuf.length < need) {
-      // allocated once at STAGING_MAX (see scratchOf); a blob larger than that, the block of a file of
-      // many TiB, is a run of its own in a buffer of its own
-      const grown = scratchOf(undefined, need, STAGING_MAX);
-      if (stagingBuf) stagingBuf.copy(grown, 0, 0, run!.len);
-      stagingBuf = grown;
-    }
+    // allocated once at STAGING_MAX (see scratchOf); only an empty run can need more (a blob larger than
+    // that, the block of a file of many TiB: a run of its own in a buffer of its own), so nothing is copied
+    stagingBuf = scratchOf(stagingBuf, run!.len + plain.length, STAGING_MAX);
     plain.copy(stagingBuf, run!.len);
     run!.len += plain.length;
     run!.slots.push([results, i]);
