@@ -6,6 +6,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { Command, Option, CommanderError } from 'commander';
+import { prestartWorkers } from '../engine/workers/index.js';
 import { Repository, initRepository, openRepository } from '../engine/repo/repository.js';
 import { openBackend } from '../engine/backend/open.js';
 import { RequestLogCollector, describeRequests } from '../engine/backend/requestlog/index.js';
@@ -219,6 +220,7 @@ export function buildProgram(
     )
     .option('-v, --verbose', 'also print every failed repository request (with --json: include them)')
     .action(async (paths: string[], o) => {
+      prestartWorkers(o.workers); // they boot while the repository opens
       const excludes: string[] = [...o.exclude];
       if (o.excludeFile)
         excludes.push(
@@ -421,6 +423,7 @@ export function buildProgram(
     )
     .option('--workers <n>', 'CPU workers', int)
     .action(async (ref: string, o) => {
+      prestartWorkers(o.workers); // they boot while the repository opens
       const bar = progressLine(io, io.isTTY && !g().quiet && !g().json);
       const r = await withRepo(async (repo) => {
         const snap = await repo.loadSnapshot(ref);

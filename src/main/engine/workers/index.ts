@@ -83,6 +83,52 @@ export function defaultWorkerCount(): number {
   return Math.max(1, Math.min(8, os.availableParallelism?.() ?? os.cpus().length));
 }
 
+const workerOptions = (workerData: Record<string, unknown>) => ({
+  workerData,
+  resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
+});
+
+/**
+ * Threads started before their pool (prestartWorkers), waiting for its settings. Booting a worker (a Node
+ * environment, the worker's modules, zstd's and BLAKE3's addons) takes 0.1-0.3 s of a core, and a pool
+ * is made only once the repository is open (a password's key derived, the index loaded, the snapshot
+ * read): a command that will need one starts its threads first, and they boot meanwhile.
+ */
+const prestarted: Worker[] = [];
+/** Prestarted threads no pool took within this time are stopped. */
+const PRESTART_UNUSED_MS = 30_000;
+
+/**
+ * Starts up to n worker threads ahead of the pool an operation is about to make (the next WorkerPool
+ * takes them and sends them its settings). They never keep the process alive, and stop unused after
+ * PRESTART_UNUSED_MS. One that fails to boot is dropped (the pool then starts a thread of its own, whose
+ * failure it reports).
+ */
+export function prestartWorkers(n = defaultWorkerCount()): void {
+  const entry = workerEntry();
+  while (prestarted.length < n) {
+    const worker = new Worker(entry.file, workerOptions({ ...entry.data, deferred: true }));
+    worker.unref();
+    const drop = () => {
+      const i = prestarted.indexOf(worker);
+      if (i >= 0) prestarted.splice(i, 1);
+    };
+    worker.on('error', drop);
+    worker.on('exit', drop);
+    prestarted.push(worker);
+  }
+  clearTimeout(prestartTimer);
+  prestartTimer = setTimeout(() => {
+    for (const w of prestarted.splice(0)) void w.terminate();
+  }, PRESTART_UNUSED_MS).unref();
+}
+let prestartTimer: NodeJS.Timeout | undefined;
+
+/** Worker threads started ahead and not taken by a pool yet (for tests). */
+export function prestartedCount(): number {
+  return prestarted.length;
+}
+
 export class WorkerPool {
   private readonly workers: PooledWorker[] = [];
   private readonly pending = new Map<number, Pending>();
@@ -132,10 +178,11 @@ export class WorkerPool {
     this.size = size;
     const entry = workerEntry();
     for (let i = 0; i < size; i++) {
-      const worker = new Worker(entry.file, {
-        workerData: { ...init, ...entry.data },
-        resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
-      });
+      let worker = prestarted.shift();
+      if (worker) {
+        worker.ref();
+        worker.postMessage({ type: 'init', init } satisfies ToWorker); // before any task
+      } else worker = new Worker(entry.file, workerOptions({ ...init, ...entry.data }));
       const pw: PooledWorker = { worker, inflight: 0, cpu: 0 };
       worker.on('message', (m: FromWorker) => this.onMessage(pw, m));
       worker.on('error', (err) => this.fail(err));

@@ -55,12 +55,31 @@ import type {
 } from './protocol.js';
 import { segmentBuffers } from './protocol.js';
 
-const init = workerData as WorkerInit;
-const encKey = Buffer.from(init.encryptionKey);
-const idKey = Buffer.from(init.idKey);
-const cdc = new FastCDC(init.chunker, gearTable(Buffer.from(init.chunkerSeed, 'hex')));
-const READ_BLOCK = Math.max(8 * 1024 * 1024, 2 * init.chunker.max);
+// The pool's settings: in workerData, or, for a thread started ahead of its pool (prestartWorkers in
+// ./index.ts: booting a thread overlaps with opening the repository), in an 'init' message that comes
+// before any task.
+let init: WorkerInit;
+let encKey: Buffer;
+let idKey: Buffer;
+let cdc: FastCDC;
+let READ_BLOCK: number;
 const ID_BYTES = 32;
+
+function configure(settings: WorkerInit): void {
+  init = settings;
+  encKey = Buffer.from(init.encryptionKey);
+  idKey = Buffer.from(init.idKey);
+  cdc = new FastCDC(init.chunker, gearTable(Buffer.from(init.chunkerSeed, 'hex')));
+  READ_BLOCK = Math.max(8 * 1024 * 1024, 2 * init.chunker.max);
+  if (init.lowPriority) {
+    try {
+      os.setPriority(0, 19); // this thread only (Linux: setpriority on the calling thread)
+      const tid = readlinkSync('/proc/thread-self').split('/').pop();
+      if (tid) execFile('ionice', ['-c', '3', '-p', tid], () => {});
+    } catch {}
+  }
+}
+if (!(workerData as { deferred?: boolean }).deferred) configure(workerData as WorkerInit);
 
 // Read blocks are reused from file to file: a fresh multi-MiB buffer per file is freed only when this
 // thread's garbage collector gets round to it (its JS heap is tiny, so rarely), and dead buffers pile
@@ -123,14 +142,6 @@ function giveScratch(ab: ArrayBuffer | undefined): void {
   if (scratch.length > MAX_SCRATCH) scratch.length = MAX_SCRATCH;
   let bytes = scratch.reduce((n, b) => n + b.byteLength, 0);
   while (bytes > MAX_SCRATCH_BYTES) bytes -= scratch.shift()!.byteLength;
-}
-
-if (init.lowPriority) {
-  try {
-    os.setPriority(0, 19); // this thread only (Linux: setpriority on the calling thread)
-    const tid = readlinkSync('/proc/thread-self').split('/').pop();
-    if (tid) execFile('ionice', ['-c', '3', '-p', tid], () => {});
-  } catch {}
 }
 
 const port = parentPort!;
@@ -1133,6 +1144,10 @@ function decodeItems(task: DecodeTask, writer: PartWriter, transfer: ArrayBuffer
 }
 
 port.on('message', (msg: ToWorker) => {
+  if (msg.type === 'init') {
+    configure(msg.init);
+    return;
+  }
   if (msg.type === 'reply') {
     for (const ab of (msg.value as QueryReply | null)?.scratch ?? []) giveScratch(ab);
     const key = `${msg.taskId}:${msg.seq}`;

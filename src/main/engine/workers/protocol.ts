@@ -233,7 +233,9 @@ export type ToWorker =
   /** spares: emptied buffers of sealed segments, moved back for the worker to seal into again
    *  (WorkerPool.keepSpareSealed). */
   | { type: 'task'; taskId: number; task: Task; spares?: ArrayBuffer[] }
-  | { type: 'reply'; taskId: number; seq: number; value: unknown };
+  | { type: 'reply'; taskId: number; seq: number; value: unknown }
+  /** The pool's settings, first, to a thread started before its pool (prestartWorkers). */
+  | { type: 'init'; init: WorkerInit };
 
 export type FromWorker =
   | { type: 'event'; taskId: number; seq: number; event: TaskEvent }

@@ -1,0 +1,42 @@
+/**
+ * Worker threads started before their pool (prestartWorkers, what the CLI's backup and restore do while
+ * the repository opens): a pool takes them and sends them its settings before any task. A thread that
+ * never got them would fail every task (it has no keys), and one given the wrong ones would seal blobs no
+ * restore can open: the backups below are sealed by prestarted threads and restored by fresh ones.
+ */
+import { describe, expect, it } from 'vitest';
+import path from 'node:path';
+import { MemoryBackend } from '../../src/main/engine/backend/memory/index.js';
+import { Repository } from '../../src/main/engine/repo/repository.js';
+import { backup } from '../../src/main/engine/backup/index.js';
+import { restore } from '../../src/main/engine/restore/index.js';
+import { prestartWorkers, prestartedCount } from '../../src/main/engine/workers/index.js';
+import { describeTree, expectSameTrees, randomBytes, tempDir, writeTree } from '../helpers/fixtures.js';
+
+describe('prestarted worker threads', () => {
+  it('are taken by the next pool, get its settings, and seal what a restore opens', async () => {
+    const work = await tempDir('tm-prestart-');
+    const src = path.join(work, 'src');
+    await writeTree(src, {
+      'random.bin': randomBytes(5 * 1024 * 1024 + 3, 7), // several chunks: sealed in the workers
+      'text.txt': 'compressible line of text\n'.repeat(20_000),
+      small: { dir: { 'a.txt': 'a', 'b.bin': randomBytes(3000, 8) } },
+    });
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+
+    prestartWorkers(3);
+    expect(prestartedCount()).toBe(3);
+    // a pool of two takes two of them; the third waits for the next pool
+    await backup(repo, { paths: [src], workers: 2 });
+    expect(prestartedCount()).toBe(1);
+    // a pool of three (other settings: compression off) takes the last one and starts two of its own
+    const second = await backup(repo, { paths: [src], workers: 3, compressionLevel: 0, forceFull: true });
+    expect(prestartedCount()).toBe(0);
+
+    // restored by a decode pool of fresh threads (none prestarted), byte for byte
+    const out = path.join(work, 'out');
+    const r = await restore(repo, { snapshot: second.snapshot.id, target: out, workers: 2 });
+    expect(r.errors).toEqual([]);
+    expectSameTrees(await describeTree(src), await describeTree(path.join(out, src)));
+  });
+});
