@@ -99,3 +99,22 @@ for (const mode of modes) {
     });
   });
 }
+
+describe('blob IDs', () => {
+  it('are keyed BLAKE3, the same as hex and as bytes, and follow the key', async () => {
+    const m = await load(false);
+    // reference: `b3sum --keyed` (BLAKE3's own tool) of these bytes under this key
+    const key = Buffer.from('whats the Elvish word for friend');
+    const want = '3a90d97c5d8e0c576b7d2a9b23c90c23fa739add837c32daed5ef41e5b67f5ad';
+    expect(m.blobIdHex(key, Buffer.from('hello tidemark'))).toBe(want);
+    expect(m.blobId(key, Buffer.from('hello tidemark')).toString('hex')).toBe(want);
+    // a view into a larger buffer hashes only its own bytes; the hasher kept between calls is reset
+    const big = Buffer.from('xxhello tidemarkyy');
+    expect(m.blobIdHex(key, new Uint8Array(big.buffer, big.byteOffset + 2, 14))).toBe(want);
+    expect(m.blobIdHex(key, Buffer.from('hello tidemark'))).toBe(want);
+    // another key (the hasher is made again for it), then the first key again
+    const other = m.blobIdHex(crypto.randomBytes(32), Buffer.from('hello tidemark'));
+    expect(other).not.toBe(want);
+    expect(m.blobIdHex(key, Buffer.from('hello tidemark'))).toBe(want);
+  });
+});
