@@ -23,7 +23,10 @@
 #endif
 #ifdef __linux__
 #include <linux/aio_abi.h>
+#include <linux/io_uring.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <memory>
 #endif
 
 #ifndef _WIN32
@@ -408,15 +411,141 @@ class ScatterRead : public Napi::AsyncWorker {
 };
 #endif
 
+#ifdef __linux__
+// A minimal io_uring (the kernel's submission and completion rings, by its system calls: no liburing),
+// one per thread that needs it, for readFiles. Setup fails where the kernel has no io_uring, turned it off
+// (kernel.io_uring_disabled) or a sandbox forbids it (containers' seccomp profiles often do), or lacks an
+// operation readFiles needs (openat and statx came with Linux 5.6): the threads read instead.
+class Ring {
+ public:
+  static constexpr unsigned kEntries = 256;
+
+  // This thread's ring, or nullptr when there is none to be had.
+  static Ring* OfThread() {
+    thread_local std::unique_ptr<Ring> ring;
+    thread_local bool tried = false;
+    if (!tried) {
+      tried = true;
+      std::unique_ptr<Ring> r(new Ring());
+      if (r->Setup()) ring = std::move(r);
+    }
+    return ring.get();
+  }
+
+  ~Ring() {
+    if (sqes_ != MAP_FAILED) munmap(sqes_, sqesLen_);
+    if (cq_ != MAP_FAILED && cq_ != sq_) munmap(cq_, cqLen_);
+    if (sq_ != MAP_FAILED) munmap(sq_, sqLen_);
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // A zeroed submission entry, queued with the next Submit (the caller keeps under kEntries queued).
+  struct io_uring_sqe* Next() {
+    unsigned tail = *sqTail_ + queued_;
+    unsigned idx = tail & *sqMask_;
+    struct io_uring_sqe* e = &sqes_[idx];
+    memset(e, 0, sizeof(*e));
+    sqArray_[idx] = idx;
+    queued_++;
+    return e;
+  }
+
+  // Submits what was queued and calls `take(user_data, res)` for each of `expect` completions.
+  template <typename F>
+  bool SubmitAndReap(unsigned expect, F take) {
+    __atomic_store_n(sqTail_, *sqTail_ + queued_, __ATOMIC_RELEASE);
+    unsigned toSubmit = queued_;
+    queued_ = 0;
+    while (expect > 0) {
+      unsigned head = *cqHead_;
+      unsigned tail = __atomic_load_n(cqTail_, __ATOMIC_ACQUIRE);
+      if (head == tail) {
+        long r = syscall(__NR_io_uring_enter, fd_, toSubmit, 1, IORING_ENTER_GETEVENTS, nullptr, 0);
+        if (r < 0) {
+          if (errno == EINTR || errno == EAGAIN || errno == EBUSY) continue;
+          return false;
+        }
+        toSubmit -= static_cast<unsigned>(r) < toSubmit ? static_cast<unsigned>(r) : toSubmit;
+        continue;
+      }
+      for (; head != tail && expect > 0; head++, expect--) {
+        const struct io_uring_cqe& c = cqes_[head & *cqMask_];
+        take(c.user_data, c.res);
+      }
+      __atomic_store_n(cqHead_, head, __ATOMIC_RELEASE);
+    }
+    return true;
+  }
+
+ private:
+  bool Setup() {
+    struct io_uring_params p;
+    memset(&p, 0, sizeof(p));
+    fd_ = static_cast<int>(syscall(__NR_io_uring_setup, kEntries, &p));
+    if (fd_ < 0) return false;
+    sqLen_ = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    cqLen_ = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    bool single = p.features & IORING_FEAT_SINGLE_MMAP;
+    if (single) sqLen_ = cqLen_ = std::max(sqLen_, cqLen_);
+    sq_ = mmap(nullptr, sqLen_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, IORING_OFF_SQ_RING);
+    if (sq_ == MAP_FAILED) return false;
+    cq_ = single ? sq_
+                 : mmap(nullptr, cqLen_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, IORING_OFF_CQ_RING);
+    if (cq_ == MAP_FAILED) return false;
+    sqesLen_ = p.sq_entries * sizeof(struct io_uring_sqe);
+    sqes_ = static_cast<struct io_uring_sqe*>(
+        mmap(nullptr, sqesLen_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, IORING_OFF_SQES));
+    if (sqes_ == MAP_FAILED) return false;
+    auto at = [](void* base, unsigned off) { return reinterpret_cast<unsigned*>(static_cast<char*>(base) + off); };
+    sqTail_ = at(sq_, p.sq_off.tail);
+    sqMask_ = at(sq_, p.sq_off.ring_mask);
+    sqArray_ = at(sq_, p.sq_off.array);
+    cqHead_ = at(cq_, p.cq_off.head);
+    cqTail_ = at(cq_, p.cq_off.tail);
+    cqMask_ = at(cq_, p.cq_off.ring_mask);
+    cqes_ = reinterpret_cast<struct io_uring_cqe*>(static_cast<char*>(cq_) + p.cq_off.cqes);
+    return Supports({IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_STATX});
+  }
+
+  bool Supports(std::initializer_list<int> ops) {
+    const size_t n = 256;
+    std::vector<char> mem(sizeof(struct io_uring_probe) + n * sizeof(struct io_uring_probe_op), 0);
+    auto* probe = reinterpret_cast<struct io_uring_probe*>(mem.data());
+    if (syscall(__NR_io_uring_register, fd_, IORING_REGISTER_PROBE, probe, n) < 0) return false;
+    for (int op : ops)
+      if (op > probe->last_op || !(probe->ops[op].flags & IO_URING_OP_SUPPORTED)) return false;
+    return true;
+  }
+
+  int fd_ = -1;
+  void* sq_ = MAP_FAILED;
+  void* cq_ = MAP_FAILED;
+  struct io_uring_sqe* sqes_ = static_cast<struct io_uring_sqe*>(MAP_FAILED);
+  size_t sqLen_ = 0, cqLen_ = 0, sqesLen_ = 0;
+  unsigned *sqTail_ = nullptr, *sqMask_ = nullptr, *sqArray_ = nullptr;
+  unsigned *cqHead_ = nullptr, *cqTail_ = nullptr, *cqMask_ = nullptr;
+  struct io_uring_cqe* cqes_ = nullptr;
+  unsigned queued_ = 0;
+};
+#endif
+
 #ifndef _WIN32
 // Reads whole files: file i (paths[i], NUL-terminated in one buffer) into target at the sum of
 // (limits[j]) for j < i, at most limits[i] bytes. Resolves with a Float64Array of three numbers per file:
 // bytes read (or -errno when it could not be opened or read), its size and mtime (ms, to the microsecond)
 // by fstat after reading. One file's failure is its own result, never the batch's.
+//
+// With `ring` (Linux), one thread reads the batch through an io_uring instead (Ring): up to kRingFiles
+// files' openat at once, then their reads each followed by its statx, in one submission each. Reading
+// the bench dataset's 30,000 small files (cold, a C loop over the same calls, not kept): threads at depth
+// 8 took 0.89-0.93 s and 1.13-1.36 CPU-s, the ring 64 files at a time 0.76-0.81 s and 0.77-0.88 CPU-s. A
+// thread's own read is a request of its own, and in a VM each request is a notification of the host (an
+// exit: `perf` showed the virtqueue kick as the largest cost of reading small files); a submission of many
+// reads reaches the disk in one plug. The results are the same either way.
 class ReadFiles : public Napi::AsyncWorker {
  public:
   ReadFiles(Napi::Env env, std::vector<std::string> paths, std::vector<uint32_t> limits,
-            Napi::Buffer<uint8_t> target, int depth)
+            Napi::Buffer<uint8_t> target, int depth, bool ring)
       : Napi::AsyncWorker(env),
         deferred_(Napi::Promise::Deferred::New(env)),
         paths_(std::move(paths)),
@@ -424,62 +553,181 @@ class ReadFiles : public Napi::AsyncWorker {
         starts_(StartsOf(limits_)),
         data_(target.Data()),
         depth_(depth),
+        ring_(ring),
         out_(paths_.size() * 3, 0) {
     target_ = Napi::Persistent(target);
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
-  void Execute() override { OnThreads(depth_, paths_.size(), &ReadFiles::Run, this); }
+  void Execute() override {
+#ifdef __linux__
+    if (ring_ && !paths_.empty()) {
+      if (Ring* ring = Ring::OfThread()) {
+        usedRing_ = RunRing(ring);
+        if (usedRing_) return;
+        next_ = 0;  // the ring failed (an error of io_uring_enter itself): read everything again
+      }
+    }
+#endif
+    OnThreads(depth_, paths_.size(), &ReadFiles::Run, this);
+  }
   void OnOK() override {
     Napi::Env env = Env();
     auto out = Napi::Float64Array::New(env, out_.size());
     for (size_t i = 0; i < out_.size(); i++) out[i] = out_[i];
-    deferred_.Resolve(out);
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("results", out);
+    r.Set("ring", Napi::Boolean::New(env, usedRing_));
+    deferred_.Resolve(r);
   }
   void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
 
  private:
+  // bytes read, size and mtime (ms, to the microsecond, truncated: exactly the scan's mtimeMsOf in
+  // src/main/engine/scan/index.ts) into the file's three results
+  static void Result(double* r, size_t got, int64_t size, int64_t sec, int64_t nsec) {
+    r[0] = static_cast<double>(got);
+    r[1] = static_cast<double>(size);
+    const int64_t ns = sec * 1000000000LL + nsec;
+    r[2] = static_cast<double>(ns / 1000) / 1000.0;
+  }
+
+  // Reads file i from `got` on (into its place, up to its limit) until the end of the file, then fstat()s
+  // and closes it: the whole of a thread's read, and the rest of a file the ring read short.
+  void Finish(size_t i, int fd, size_t got) {
+    double* r = &out_[i * 3];
+    size_t len = limits_[i];
+    int err = 0;
+    while (got < len) {
+      ssize_t k = pread(fd, data_ + starts_[i] + got, len - got, static_cast<off_t>(got));
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        err = errno;
+        break;
+      }
+      if (k == 0) break;
+      got += static_cast<size_t>(k);
+    }
+    struct stat st;
+    if (!err && fstat(fd, &st) != 0) err = errno;
+    close(fd);
+    if (err)
+      r[0] = -err;
+    else
+      Result(r, got, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  }
+
   static void* Run(void* arg) {
     auto* self = static_cast<ReadFiles*>(arg);
     size_t n = self->paths_.size();
     for (;;) {
       size_t i = self->next_.fetch_add(1);
       if (i >= n) break;
-      double* r = &self->out_[i * 3];
       int fd;
       do fd = open(self->paths_[i].c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       while (fd < 0 && errno == EINTR);
       if (fd < 0) {
-        r[0] = -errno;
+        self->out_[i * 3] = -errno;
         continue;
       }
-      size_t len = self->limits_[i], got = 0;
-      int err = 0;
-      while (got < len) {
-        ssize_t k = read(fd, self->data_ + self->starts_[i] + got, len - got);
-        if (k < 0) {
-          if (errno == EINTR) continue;
-          err = errno;
-          break;
-        }
-        if (k == 0) break;
-        got += static_cast<size_t>(k);
-      }
-      struct stat st;
-      if (!err && fstat(fd, &st) != 0) err = errno;
-      close(fd);
-      if (err) {
-        r[0] = -err;
-        continue;
-      }
-      r[0] = static_cast<double>(got);
-      r[1] = static_cast<double>(st.st_size);
-      // to the microsecond, truncated: exactly the scan's mtimeMsOf (src/main/engine/scan/index.ts)
-      const int64_t ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-      r[2] = static_cast<double>(ns / 1000) / 1000.0;
+      self->Finish(i, fd, 0);
     }
     return nullptr;
   }
+
+#ifdef __linux__
+  static constexpr size_t kRingFiles = 64;
+
+  // The batch kRingFiles files at a time: their openat in one submission, then each file's read (from
+  // offset 0, up to its limit) hard-linked to a statx of it (so the size and time are taken after the
+  // read, as fstat after reading does; a hard link runs even when the read comes up short). A file the
+  // read did not take to its end (fewer bytes than statx saw and than its limit) is finished with pread.
+  // Returns false only when io_uring_enter itself fails (nothing is then trusted: the threads read it).
+  bool RunRing(Ring* ring) {
+    size_t n = paths_.size();
+    std::vector<int> fds(kRingFiles);
+    std::vector<int> got(kRingFiles);
+    std::vector<struct statx> stx(kRingFiles);
+    std::vector<int> stxRes(kRingFiles);
+    static const char kEmpty[] = "";
+    for (size_t base = 0; base < n; base += kRingFiles) {
+      size_t m = std::min(kRingFiles, n - base);
+      for (size_t k = 0; k < m; k++) {
+        struct io_uring_sqe* e = ring->Next();
+        e->opcode = IORING_OP_OPENAT;
+        e->fd = AT_FDCWD;
+        e->addr = reinterpret_cast<uint64_t>(paths_[base + k].c_str());
+        e->open_flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+        e->user_data = k;
+      }
+      bool ok = ring->SubmitAndReap(static_cast<unsigned>(m), [&](uint64_t k, int res) { fds[k] = res; });
+      if (!ok) {
+        for (size_t k = 0; k < m; k++)
+          if (fds[k] >= 0) close(fds[k]);
+        return false;
+      }
+      unsigned expect = 0;
+      for (size_t k = 0; k < m; k++) {
+        size_t i = base + k;
+        if (fds[k] < 0) {
+          out_[i * 3] = fds[k];  // -errno of the open
+          continue;
+        }
+        struct io_uring_sqe* e = ring->Next();
+        e->opcode = IORING_OP_READ;
+        e->fd = fds[k];
+        e->addr = reinterpret_cast<uint64_t>(data_ + starts_[i]);
+        e->len = limits_[i];
+        e->off = 0;
+        e->flags = IOSQE_IO_HARDLINK;
+        e->user_data = k;
+        e = ring->Next();
+        e->opcode = IORING_OP_STATX;
+        e->fd = fds[k];
+        e->addr = reinterpret_cast<uint64_t>(kEmpty);
+        e->statx_flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW;
+        e->len = STATX_SIZE | STATX_MTIME;
+        e->off = reinterpret_cast<uint64_t>(&stx[k]);
+        e->user_data = k | (1ULL << 32);
+        expect += 2;
+      }
+      ok = ring->SubmitAndReap(expect, [&](uint64_t tag, int res) {
+        size_t k = static_cast<size_t>(tag & 0xffffffffULL);
+        if (tag >> 32)
+          stxRes[k] = res;
+        else
+          got[k] = res;
+      });
+      if (!ok) {
+        for (size_t k = 0; k < m; k++)
+          if (fds[k] >= 0) close(fds[k]);
+        return false;
+      }
+      for (size_t k = 0; k < m; k++) {
+        size_t i = base + k;
+        if (fds[k] < 0) continue;
+        size_t len = limits_[i];
+        if (got[k] < 0 && got[k] != -EAGAIN && got[k] != -EINTR) {
+          out_[i * 3] = got[k];  // -errno of the read
+          close(fds[k]);
+          continue;
+        }
+        size_t n0 = got[k] > 0 ? static_cast<size_t>(got[k]) : 0;
+        // read to its end as statx saw it (or to its limit): done; else the rest the way a thread reads
+        if (got[k] >= 0 && stxRes[k] == 0 && (n0 == len || n0 == stx[k].stx_size)) {
+          Result(&out_[i * 3], n0, static_cast<int64_t>(stx[k].stx_size), stx[k].stx_mtime.tv_sec,
+                 stx[k].stx_mtime.tv_nsec);
+          close(fds[k]);
+        } else
+          Finish(i, fds[k], n0);
+      }
+    }
+    return true;
+  }
+  bool usedRing_ = false;
+#else
+  const bool usedRing_ = false;
+#endif
 
   Napi::Promise::Deferred deferred_;
   std::vector<std::string> paths_;
@@ -487,19 +735,20 @@ class ReadFiles : public Napi::AsyncWorker {
   std::vector<size_t> starts_;
   uint8_t* data_;
   int depth_;
+  bool ring_;
   std::vector<double> out_;
   Napi::Reference<Napi::Buffer<uint8_t>> target_;
   std::atomic<size_t> next_{0};
 };
 #endif
 
-// readFiles(paths: Buffer (NUL-terminated, concatenated), limits: Uint32Array, target: Buffer, depth)
-//   → Promise<Float64Array>
+// readFiles(paths: Buffer (NUL-terminated, concatenated), limits: Uint32Array, target: Buffer, depth,
+//           ring: boolean) → Promise<{ results: Float64Array, ring: boolean }> (ring: whether it was used)
 static Napi::Value ReadFilesFn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 4 || !info[0].IsBuffer() || !info[1].IsTypedArray() || !info[2].IsBuffer() ||
-      !info[3].IsNumber()) {
-    Napi::TypeError::New(env, "readFiles(paths: Buffer, limits: Uint32Array, target: Buffer, depth)")
+  if (info.Length() < 5 || !info[0].IsBuffer() || !info[1].IsTypedArray() || !info[2].IsBuffer() ||
+      !info[3].IsNumber() || !info[4].IsBoolean()) {
+    Napi::TypeError::New(env, "readFiles(paths: Buffer, limits: Uint32Array, target: Buffer, depth, ring: boolean)")
         .ThrowAsJavaScriptException();
     return env.Undefined();
   }
@@ -531,7 +780,8 @@ static Napi::Value ReadFilesFn(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   int depth = info[3].As<Napi::Number>().Int32Value();
-  auto* w = new ReadFiles(env, std::move(paths), std::move(limits), target, depth > 64 ? 64 : depth);
+  auto* w = new ReadFiles(env, std::move(paths), std::move(limits), target, depth > 64 ? 64 : depth,
+                          info[4].As<Napi::Boolean>().Value());
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -112,7 +112,7 @@ for (const mode of modes) {
             names.map((n) => Buffer.from(n)),
             limits,
             depth,
-            { native: mode.native },
+            { native: mode.native, ring: false }, // the threads (the io_uring: below)
           );
           expect(files).toHaveLength(names.length);
           let start = 0;
@@ -161,7 +161,7 @@ describe('native batches', () => {
       try {
         const names = Array.from({ length: 40 }, () => Buffer.from(f.file));
         const limits = names.map(() => 4096);
-        const batch = () => readFiles(names, limits, 8, { native: true });
+        const batch = () => readFiles(names, limits, 8, { native: true, ring: false });
         await batch();
         const started = readThreadsStarted();
         expect(started).toBeGreaterThanOrEqual(7); // depth 8: this thread and 7 of the addon's
@@ -175,6 +175,56 @@ describe('native batches', () => {
         expect(files.every((r) => !r.error && r.n === 4096)).toBe(true);
       } finally {
         f.done();
+      }
+    },
+  );
+});
+
+describe('native batches of whole files through an io_uring', () => {
+  it.skipIf(!nativeScatteredReads)(
+    'read what the threads read, file for file: bytes, sizes, times and errors, batch after batch',
+    async (ctx) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-ring-'));
+      try {
+        // more files than one submission takes (64), of every size from empty to 200 KB
+        const datas = Array.from({ length: 150 }, (_, i) => randomBytes((i * 104_729) % 200_000));
+        const paths = datas.map((d, i) => {
+          const p = path.join(dir, `f${i}`);
+          fs.writeFileSync(p, d);
+          return p;
+        });
+        fs.symlinkSync(paths[0], path.join(dir, 'link'));
+        fs.mkdirSync(path.join(dir, 'sub'));
+        const names = [...paths, path.join(dir, 'missing'), path.join(dir, 'link'), path.join(dir, 'sub')];
+        // one byte more than each size; file 7 grew by 10 bytes since its size was taken, file 9 shrank
+        const limits = [...datas.map((d) => d.length + 1), 10, 10, 10];
+        limits[7] -= 11;
+        limits[9] += 5000;
+        const total = limits.reduce((a, b) => a + b, 0);
+        // into zeroed buffers: nothing but each file's bytes is written, so the buffers compare whole
+        const read = (ring: boolean) =>
+          readFiles(
+            names.map((n) => Buffer.from(n)),
+            limits,
+            8,
+            { native: true, ring, into: Buffer.alloc(total) },
+          );
+        const threads = await read(false);
+        const ring = await read(true);
+        expect(threads.via).toBe('threads');
+        if (ring.via !== 'ring')
+          ctx.skip(`no io_uring here (kernel, kernel.io_uring_disabled or a sandbox): the threads read`);
+        expect(ring.files).toEqual(threads.files);
+        expect(ring.buffer.equals(threads.buffer)).toBe(true);
+        expect(ring.files.slice(150).map((r) => r.error?.code)).toEqual(['ENOENT', 'ELOOP', 'EISDIR']);
+        expect(ring.files[7]).toMatchObject({ n: limits[7], size: datas[7].length });
+        expect(ring.files[9]).toMatchObject({ n: datas[9].length, size: datas[9].length });
+        // and again on the same thread's ring, many times over, with a batch of one
+        for (let k = 0; k < 20; k++) expect((await read(true)).files).toEqual(threads.files);
+        const one = await readFiles([Buffer.from(paths[3])], [limits[3]], 8, { native: true, ring: true });
+        expect(one.files[0]).toEqual({ ...threads.files[3], start: 0 });
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
       }
     },
   );

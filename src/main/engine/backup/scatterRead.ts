@@ -17,7 +17,13 @@ import { loadNativeAddon } from '../native.js';
 import { mtimeMsOf } from '../scan/index.js';
 
 interface FsIo {
-  readFiles?(paths: Buffer, limits: Uint32Array, target: Buffer, depth: number): Promise<Float64Array>;
+  readFiles?(
+    paths: Buffer,
+    limits: Uint32Array,
+    target: Buffer,
+    depth: number,
+    ring: boolean,
+  ): Promise<{ results: Float64Array; ring: boolean }>;
   /** Threads the addon started for batches in all: kept, and used again by later batches. */
   readThreadsStarted?(): number;
   readScattered(
@@ -48,6 +54,8 @@ export interface Piece {
 
 /** Whether files opened for direct I/O are read with the kernel's AIO (TIDEMARK_NO_AIO=1: threads). */
 const aioDefault = process.env.TIDEMARK_NO_AIO !== '1';
+/** Whether readFiles reads through an io_uring where Linux has one (TIDEMARK_NO_URING=1: threads). */
+const ringDefault = process.env.TIDEMARK_NO_URING !== '1';
 
 /**
  * Reads the pieces into one buffer (`into` when given and large enough, else a new one), piece after
@@ -130,15 +138,17 @@ export type FileRead =
  * bytes (its expected size + 1 shows that it grew), and fstat()s each after reading. The native addon
  * keeps `depth` files in flight on threads of its own: a backup's small files were read one synchronous
  * open/read/close at a time per worker, two reads in flight on a two-core PC, and a cold read of the
- * bench dataset's 30,000 small files waits on the disk (1.66 s at two at a time, 0.90 s at 32). Without
- * the addon (Windows, not built) the same is done synchronously, one file after another.
+ * bench dataset's 30,000 small files waits on the disk (1.66 s at two at a time, 0.90 s at 32). On Linux
+ * it reads them through an io_uring instead (`ring`, the default where the kernel allows one: fewer
+ * requests to the disk, less CPU; see native/fsmeta ReadFiles). Without the addon (Windows, not built)
+ * the same is done synchronously, one file after another. `via` says which way was taken.
  */
 export async function readFiles(
   paths: Uint8Array[],
   limits: number[],
   depth: number,
-  opts: { native?: boolean; into?: Buffer } = {},
-): Promise<{ buffer: Buffer; files: FileRead[] }> {
+  opts: { native?: boolean; into?: Buffer; ring?: boolean } = {},
+): Promise<{ buffer: Buffer; files: FileRead[]; via: 'ring' | 'threads' | 'fs' }> {
   let total = 0;
   for (const l of limits) total += l;
   if (opts.into && opts.into.length < total) throw new RangeError('readFiles: `into` is too small');
@@ -147,7 +157,13 @@ export async function readFiles(
   const useNative = (opts.native ?? true) && !!addon?.readFiles;
   if (useNative && !paths.some((p) => p.includes(0))) {
     const joined = Buffer.concat(paths.flatMap((p) => [p, NUL]));
-    const r = await addon!.readFiles!(joined, Uint32Array.from(limits), buffer, depth);
+    const { results: r, ring } = await addon!.readFiles!(
+      joined,
+      Uint32Array.from(limits),
+      buffer,
+      depth,
+      opts.ring ?? ringDefault,
+    );
     let start = 0;
     paths.forEach((p, i) => {
       const n = r[3 * i];
@@ -158,7 +174,7 @@ export async function readFiles(
       } else files.push({ start, n, size: r[3 * i + 1], mtimeMs: r[3 * i + 2] });
       start += limits[i];
     });
-    return { buffer, files };
+    return { buffer, files, via: ring ? 'ring' : 'threads' };
   }
   let start = 0;
   paths.forEach((p, i) => {
@@ -183,7 +199,7 @@ export async function readFiles(
     }
     start += limits[i];
   });
-  return { buffer, files };
+  return { buffer, files, via: 'fs' };
 }
 
 const NUL = Buffer.alloc(1);
