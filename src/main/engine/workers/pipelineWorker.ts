@@ -116,7 +116,9 @@ function giveBlock(buf: Buffer): void {
  */
 const scratch: ArrayBuffer[] = [];
 const MAX_SCRATCH = 16;
-const MAX_SCRATCH_BYTES = 64 * 1024 * 1024;
+// 64 MiB before fresh buffers came in huge pages (hugeShaped below): with those a fresh buffer is cheap
+// enough that keeping half as much made no difference in time or faults, and ~10 MB less peak RSS
+const MAX_SCRATCH_BYTES = 32 * 1024 * 1024;
 const MiB = 1024 * 1024;
 /** The capacity a buffer of `size` bytes gets: the exact size below 128 KiB, whole MiBs below 1 MiB, and
  *  from there whole 2 MiB less 4 KiB (hugeShaped). */
