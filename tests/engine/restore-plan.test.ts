@@ -177,4 +177,32 @@ describe('restore plan', () => {
       for (let i = 1; i < ranges.length; i++) expect(ranges[i][0]).toBeGreaterThanOrEqual(ranges[i - 1][1]);
     }
   });
+
+  it('reports a file the worker could not write, by its path, and restores the others', async () => {
+    // A file's path in the target can be too long for the kernel (ENAMETOOLONG, over 4096 bytes) while
+    // its folder's is not: the folder is made, and only the worker's create of the file fails.
+    const work = await tempDir('tm-plan-');
+    const long = 'n'.repeat(200);
+    let rel = '';
+    while (rel.length < 3300) rel = path.join(rel, 'd'.repeat(120));
+    const src = path.join(work, 'src');
+    const deep = path.join(src, rel);
+    await fs.mkdir(deep, { recursive: true });
+    await fs.writeFile(path.join(deep, long), 'too deep to restore here');
+    await fs.writeFile(path.join(deep, 'ok.txt'), 'fits');
+    await fs.writeFile(path.join(src, 'top.txt'), 'fits too');
+    const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', { kdf: { N: 1024 } });
+    const { snapshot } = await backup(repo, { paths: [src] });
+    // the target adds enough to the file's path (not to its folder's) to pass the limit
+    let target = work;
+    while (Buffer.byteLength(path.join(target, src, rel, long)) <= 4096)
+      target = path.join(target, 't'.repeat(50));
+    expect(Buffer.byteLength(path.join(target, src, rel))).toBeLessThan(4096);
+    const r = await restore(repo, { snapshot: snapshot.id, target });
+    expect(r.errors).toHaveLength(1);
+    expect(r.errors[0]).toMatchObject({ path: path.join(src, rel, long), code: 'ENAMETOOLONG' });
+    expect(r.filesRestored).toBe(2);
+    expect(await fs.readFile(path.join(target, src, rel, 'ok.txt'), 'utf8')).toBe('fits');
+    expect(await fs.readFile(path.join(target, src, 'top.txt'), 'utf8')).toBe('fits too');
+  });
 });

@@ -538,15 +538,17 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             length: b.loc.length,
             compressed: b.loc.compressed,
             rawLength: b.loc.rawLength,
-            writes: whole[i].map((f) => ({
-              path: f.abs,
-              mode: f.mode,
-              uid: f.uid,
-              gid: f.gid,
-              mtimeNs: f.mtimeNs,
-            })),
-            parts: [] as { path: Uint8Array; offset: number }[],
-            needPlain: false,
+            // (no empty lists: every object in a task is cloned into the worker)
+            writes: whole[i].length
+              ? whole[i].map((f) => ({
+                  path: f.abs,
+                  mode: f.mode,
+                  uid: f.uid,
+                  gid: f.gid,
+                  mtimeNs: f.mtimeNs,
+                }))
+              : undefined,
+            parts: undefined as { path: Uint8Array; offset: number }[] | undefined,
           };
         });
         // files receiving pieces exist at their full size before a worker writes into them
@@ -555,7 +557,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         await mapLimit([...targets], 16, prepare);
         items.forEach((it, i) => {
           for (const u of pieces[i])
-            if (!u.file.failed) it.parts.push({ path: u.file.abs, offset: u.offset });
+            if (!u.file.failed) (it.parts ??= []).push({ path: u.file.abs, offset: u.offset });
         });
         let result: DecodeResult;
         if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
@@ -575,12 +577,13 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             f.remaining = 0;
             const err = r.ok ? r.writes?.[k] : { message: r.message };
             if (err) {
-              fail(
-                f,
-                r.ok
-                  ? err.message
-                  : `blob ${it.id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${err.message})`,
-              );
+              // a write that failed has its own error code (ENOSPC, EACCES…); only a blob is damaged
+              if (r.ok) fail(f, err.message, err.code ?? 'EIO');
+              else
+                fail(
+                  f,
+                  `blob ${it.id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${err.message})`,
+                );
               void fs.rm(f.abs, { force: true }).catch(() => {});
             } else {
               progress.filesDone++;
@@ -596,12 +599,12 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           let k = 0;
           for (const use of pieces[i]) {
             const f = use.file;
-            const written = it.parts[k]?.path === f.abs && it.parts[k].offset === use.offset;
+            const written = it.parts?.[k]?.path === f.abs && it.parts[k].offset === use.offset;
             const err = !r.ok ? undefined : written ? r.parts?.[k] : null;
             if (written) k++;
             if (!r.ok)
               fail(f, `blob ${it.id.slice(0, 12)} in pack ${pack.slice(0, 12)} is damaged (${r.message})`);
-            else if (err) fail(f, err.message);
+            else if (err) fail(f, err.message, err.code ?? 'EIO');
             else progress.bytesDone += it.rawLength;
             if (--f.remaining === 0) complete.push(f);
             shown = f;

@@ -1105,22 +1105,28 @@ const STAGING_MAX = 8 * 1024 * 1024;
 const MAX_OPEN_PARTS = 32;
 
 function decode(task: DecodeTask): { result: DecodeResult; transfer: ArrayBuffer[] } {
-  const transfer: ArrayBuffer[] = [];
   const writer = new PartWriter();
   let items: DecodeResult['items'];
   try {
-    items = decodeItems(task, writer, transfer);
+    items = decodeItems(task, writer);
   } finally {
     writer.close(); // the parts' outcomes are in their items once this returns
   }
-  // nothing refers to the task's buffer any more (plaintexts are copies): back to the main thread
+  // outcomes only where something failed: a result is cloned to the main thread object by object
+  const failed = (list?: WriteError[]) => (list?.some((e) => e !== null) ? list : undefined);
+  for (const r of items)
+    if (r.ok && (r.writes || r.parts)) {
+      r.writes = failed(r.writes);
+      r.parts = failed(r.parts);
+    }
+  // nothing refers to the task's buffer any more: back to the main thread
   const returned = task.buffer.buffer as ArrayBuffer;
-  if (task.buffer.byteOffset === 0 && returned.byteLength >= 1024 * 1024 && !transfer.includes(returned))
-    return { result: { items, returned }, transfer: [...transfer, returned] };
-  return { result: { items }, transfer };
+  if (task.buffer.byteOffset === 0 && returned.byteLength >= 1024 * 1024)
+    return { result: { items, returned }, transfer: [returned] };
+  return { result: { items }, transfer: [] };
 }
 
-function decodeItems(task: DecodeTask, writer: PartWriter, transfer: ArrayBuffer[]): DecodeResult['items'] {
+function decodeItems(task: DecodeTask, writer: PartWriter): DecodeResult['items'] {
   return task.items.map((it) => {
     let plain: Buffer;
     try {
@@ -1148,11 +1154,7 @@ function decodeItems(task: DecodeTask, writer: PartWriter, transfer: ArrayBuffer
       parts = new Array<WriteError>(it.parts.length);
       for (let j = 0; j < it.parts.length; j++) writer.add(it.parts[j], plain, parts, j);
     }
-    if (it.needPlain === false) return { ok: true as const, plain: new Uint8Array(0), writes, parts };
-    const own = new Uint8Array(plain.length);
-    own.set(plain);
-    transfer.push(own.buffer);
-    return { ok: true as const, plain: own, writes, parts };
+    return { ok: true as const, writes, parts };
   });
 }
 

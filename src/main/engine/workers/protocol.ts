@@ -74,8 +74,6 @@ export interface DecodeTask {
     /** Restore: pieces of larger files, written by the worker at their offsets into files the main
      *  thread already created and sized (all-zero blobs are not written, so holes stay sparse). */
     parts?: { path: Uint8Array; offset: number }[];
-    /** Return the plaintext too. Default true. */
-    needPlain?: boolean;
   }[];
   /** Set owner and group on written files (running as root). */
   chown?: boolean;
@@ -218,10 +216,11 @@ export interface BackupFileResult {
 export interface DecodeResult {
   /** The task's buffer, moved back when the worker is done with it (for bufferPool.giveBuffer). */
   returned?: ArrayBuffer;
+  /** Per item: whether its blob opened and matched its ID; `writes` and `parts` (the outcome of each, null
+   *  for written) only when one of them failed. Plaintexts never come back: the worker writes them. */
   items: (
     | {
         ok: true;
-        plain: Uint8Array;
         writes?: ({ message: string; code?: string } | null)[];
         parts?: ({ message: string; code?: string } | null)[];
       }
