@@ -3,11 +3,7 @@
  * the other parts (jobs and scheduler, the tracker daemon, browser mode) into the one program.
  */
 import '../engineHost.js'; // first: libuv's pool size and V8 tiering for the engine
-import { runCli, type CommandRegistrar } from './program.js';
-import { registerJobCommands } from './commands/jobs.js';
-import { registerDaemonCommand } from './commands/daemon.js';
-import { registerTestCommand } from './commands/testConnection.js';
-import { registerMaintenanceCommands } from './commands/maintenance.js';
+import { isCoreCommand, runCli, type CommandRegistrar } from './program.js';
 import { EXIT } from './exitCodes.js';
 
 const controller = new AbortController();
@@ -20,12 +16,16 @@ process.on('SIGINT', () => {
 });
 process.on('SIGTERM', () => controller.abort());
 
-const registrars: CommandRegistrar[] = [
-  registerJobCommands,
-  registerDaemonCommand,
-  registerTestCommand,
-  registerMaintenanceCommands,
-];
+const argv = process.argv.slice(2);
+// The other parts' commands are loaded only when the command may be one of theirs (see isCoreCommand).
+const registrars: CommandRegistrar[] = isCoreCommand(argv)
+  ? []
+  : await Promise.all([
+      import('./commands/jobs.js').then((m) => m.registerJobCommands),
+      import('./commands/daemon.js').then((m) => m.registerDaemonCommand),
+      import('./commands/testConnection.js').then((m) => m.registerTestCommand),
+      import('./commands/maintenance.js').then((m) => m.registerMaintenanceCommands),
+    ]);
 
 // Benchmarks ask for the event-loop delay of the process hosting the engine (DESIGN.md §1 rule 5).
 const statsFile = process.env.TIDEMARK_BENCH_STATS;
@@ -36,7 +36,7 @@ const loopDelay = statsFile
 loopDelay?.enable();
 
 const code = await runCli(
-  process.argv.slice(2),
+  argv,
   { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), isTTY: !!process.stderr.isTTY },
   registrars,
   controller.signal,

@@ -37,8 +37,12 @@ function workerEntry(): { file: string; data: Record<string, unknown> } {
   const here = path
     .dirname(fileURLToPath(import.meta.url))
     .replace(/app\.asar(?=[\\/]|$)/, 'app.asar.unpacked');
-  const built = path.join(here, 'pipelineWorker.js');
-  if (fs.existsSync(built) && !import.meta.url.endsWith('.ts')) return { file: built, data: {} };
+  // a bundle (out/cli, out/main) has the worker at its top, and this module there or in chunks/ below it
+  if (!import.meta.url.endsWith('.ts'))
+    for (const dir of [here, path.dirname(here)]) {
+      const built = path.join(dir, 'pipelineWorker.js');
+      if (fs.existsSync(built)) return { file: built, data: {} };
+    }
   // Development and tests: load the TypeScript source through tsx inside the worker.
   const boot = path.join(here, 'tsxBoot.mjs');
   return { file: boot, data: { __entry: pathToFileURL(path.join(here, 'pipelineWorker.ts')).href } };
