@@ -9,9 +9,11 @@
 // are kept and used again from call to call (OnThreads).
 #include <napi.h>
 #ifndef _WIN32
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -788,6 +790,207 @@ static Napi::Value ReadFilesFn(const Napi::CallbackInfo& info) {
 #endif
 }
 
+#ifndef _WIN32
+// Lists a folder for the scan: its entries' names (but . and ..), sorted bytewise as Buffer.compare
+// sorts, and each one's lstat, as kStatFields numbers: 0 or -errno, st_mode, size, mtime s and ns, ctime
+// s and ns, uid, gid, ino, dev, nlink, rdev (exactly what Node's lstat gives: statx relative to the
+// folder, not following links). With `ring` (Linux) the stats go through the thread's io_uring, a
+// submission for up to kListBatch entries: a folder's inodes not in memory yet are then fetched from the
+// disk all at once, where one lstat after another waited for each in turn (and walked the whole path).
+class ListDir : public Napi::AsyncWorker {
+ public:
+  static constexpr size_t kStatFields = 13;
+  ListDir(Napi::Env env, std::string path, bool ring)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)), ring_(ring) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    int dfd;
+    do dfd = open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (dfd < 0 && errno == EINTR);
+    if (dfd < 0) {
+      errno_ = errno;
+      return;
+    }
+    int lfd = dup(dfd);
+    DIR* d = lfd >= 0 ? fdopendir(lfd) : nullptr;
+    if (!d) {
+      errno_ = errno;
+      if (lfd >= 0) close(lfd);
+      close(dfd);
+      return;
+    }
+    for (;;) {
+      errno = 0;
+      struct dirent* e = readdir(d);
+      if (!e) {
+        if (errno) errno_ = errno;
+        break;
+      }
+      if (e->d_name[0] == '.' && (e->d_name[1] == 0 || (e->d_name[1] == '.' && e->d_name[2] == 0))) continue;
+      names_.emplace_back(e->d_name);
+    }
+    closedir(d);
+    if (errno_) {
+      close(dfd);
+      return;
+    }
+    std::sort(names_.begin(), names_.end(), [](const std::string& a, const std::string& b) {
+      int c = memcmp(a.data(), b.data(), std::min(a.size(), b.size()));
+      return c < 0 || (c == 0 && a.size() < b.size());
+    });
+    stats_.assign(names_.size() * kStatFields, 0);
+#ifdef __linux__
+    Ring* ring = ring_ ? Ring::OfThread() : nullptr;
+    if (ring && StatRing(ring, dfd))
+      usedRing_ = true;
+    else
+#endif
+      for (size_t i = 0; i < names_.size(); i++) StatOne(dfd, i);
+    close(dfd);
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::Object r = Napi::Object::New(env);
+    if (errno_) {
+      r.Set("errno", Napi::Number::New(env, errno_));
+      deferred_.Resolve(r);
+      return;
+    }
+    size_t total = 0;
+    for (const auto& n : names_) total += n.size();
+    auto names = Napi::Buffer<char>::New(env, total);
+    auto ends = Napi::Uint32Array::New(env, names_.size());
+    size_t at = 0;
+    for (size_t i = 0; i < names_.size(); i++) {
+      memcpy(names.Data() + at, names_[i].data(), names_[i].size());
+      at += names_[i].size();
+      ends[i] = static_cast<uint32_t>(at);
+    }
+    auto stats = Napi::Float64Array::New(env, stats_.size());
+    if (!stats_.empty()) memcpy(stats.Data(), stats_.data(), stats_.size() * sizeof(double));
+    r.Set("names", names);
+    r.Set("ends", ends);
+    r.Set("stats", stats);
+    r.Set("ring", Napi::Boolean::New(env, usedRing_));
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+#ifdef __linux__
+  void Fill(size_t i, const struct statx& x) {
+    double* f = &stats_[i * kStatFields];
+    f[1] = x.stx_mode;
+    f[2] = static_cast<double>(x.stx_size);
+    f[3] = static_cast<double>(x.stx_mtime.tv_sec);
+    f[4] = x.stx_mtime.tv_nsec;
+    f[5] = static_cast<double>(x.stx_ctime.tv_sec);
+    f[6] = x.stx_ctime.tv_nsec;
+    f[7] = x.stx_uid;
+    f[8] = x.stx_gid;
+    f[9] = static_cast<double>(x.stx_ino);
+    f[10] = static_cast<double>(makedev(x.stx_dev_major, x.stx_dev_minor));
+    f[11] = x.stx_nlink;
+    f[12] = static_cast<double>(makedev(x.stx_rdev_major, x.stx_rdev_minor));
+  }
+  void StatOne(int dfd, size_t i) {
+    struct statx x;
+    if (statx(dfd, names_[i].c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &x) != 0)
+      stats_[i * kStatFields] = -errno;
+    else
+      Fill(i, x);
+  }
+  static constexpr size_t kListBatch = 128;
+  // Returns false only when io_uring_enter itself fails (the caller then stats every entry itself).
+  bool StatRing(Ring* ring, int dfd) {
+    std::vector<struct statx> x(std::min(kListBatch, names_.size()));
+    for (size_t base = 0; base < names_.size(); base += kListBatch) {
+      size_t m = std::min(kListBatch, names_.size() - base);
+      for (size_t k = 0; k < m; k++) {
+        struct io_uring_sqe* e = ring->Next();
+        e->opcode = IORING_OP_STATX;
+        e->fd = dfd;
+        e->addr = reinterpret_cast<uint64_t>(names_[base + k].c_str());
+        e->statx_flags = AT_SYMLINK_NOFOLLOW;
+        e->len = STATX_BASIC_STATS;
+        e->off = reinterpret_cast<uint64_t>(&x[k]);
+        e->user_data = k;
+      }
+      std::vector<int> res(m, 0);
+      if (!ring->SubmitAndReap(static_cast<unsigned>(m), [&](uint64_t k, int r) { res[k] = r; })) return false;
+      for (size_t k = 0; k < m; k++) {
+        if (res[k] < 0)
+          stats_[(base + k) * kStatFields] = res[k];
+        else
+          Fill(base + k, x[k]);
+      }
+    }
+    return true;
+  }
+  bool usedRing_ = false;
+#else
+  void StatOne(int dfd, size_t i) {
+    struct stat st;
+    double* f = &stats_[i * kStatFields];
+    if (fstatat(dfd, names_[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      f[0] = -errno;
+      return;
+    }
+    f[1] = st.st_mode;
+    f[2] = static_cast<double>(st.st_size);
+#ifdef __APPLE__
+    f[3] = static_cast<double>(st.st_mtimespec.tv_sec);
+    f[4] = st.st_mtimespec.tv_nsec;
+    f[5] = static_cast<double>(st.st_ctimespec.tv_sec);
+    f[6] = st.st_ctimespec.tv_nsec;
+#else
+    f[3] = static_cast<double>(st.st_mtim.tv_sec);
+    f[4] = st.st_mtim.tv_nsec;
+    f[5] = static_cast<double>(st.st_ctim.tv_sec);
+    f[6] = st.st_ctim.tv_nsec;
+#endif
+    f[7] = st.st_uid;
+    f[8] = st.st_gid;
+    f[9] = static_cast<double>(st.st_ino);
+    f[10] = static_cast<double>(st.st_dev);
+    f[11] = st.st_nlink;
+    f[12] = static_cast<double>(st.st_rdev);
+  }
+  const bool usedRing_ = false;
+#endif
+
+  Napi::Promise::Deferred deferred_;
+  std::string path_;
+  bool ring_;
+  int errno_ = 0;
+  std::vector<std::string> names_;
+  std::vector<double> stats_;
+};
+#endif
+
+// listDir(path: Buffer, ring: boolean) → Promise<{ names: Buffer, ends: Uint32Array, stats: Float64Array,
+// ring: boolean } | { errno: number }> (see ListDir)
+static Napi::Value ListDirFn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsBuffer() || !info[1].IsBoolean()) {
+    Napi::TypeError::New(env, "listDir(path: Buffer, ring: boolean)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#ifdef _WIN32
+  Napi::Error::New(env, "listDir is not available on Windows").ThrowAsJavaScriptException();
+  return env.Undefined();
+#else
+  std::string path;
+  if (!PathArg(info, 0, &path)) return env.Undefined();
+  auto* w = new ListDir(env, std::move(path), info[1].As<Napi::Boolean>().Value());
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+#endif
+}
+
 // readScattered(fd, offsets: Float64Array, lengths: Uint32Array, target: Buffer, depth, aio: boolean)
 //   → Promise<{ got: Uint32Array, aio: boolean }> (aio: whether the kernel's AIO read it, not threads)
 static Napi::Value ReadScattered(const Napi::CallbackInfo& info) {
@@ -925,6 +1128,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setTimesFd", Napi::Function::New(env, SetTimesFd));
   exports.Set("readScattered", Napi::Function::New(env, ReadScattered));
   exports.Set("readFiles", Napi::Function::New(env, ReadFilesFn));
+  exports.Set("listDir", Napi::Function::New(env, ListDirFn));
   return exports;
 }
 

@@ -10,17 +10,10 @@ import fs from 'node:fs/promises';
 import type { BigIntStats } from 'node:fs';
 import os from 'node:os';
 import { execFile } from 'node:child_process';
-import {
-  readlinkSync,
-  openSync,
-  closeSync,
-  readdirSync,
-  lstatSync,
-  writeSync,
-  constants as FS,
-} from 'node:fs';
+import { readlinkSync, openSync, closeSync, writeSync, constants as FS } from 'node:fs';
 import { allZero, writeWholeFile } from '../restore/wholeFile.js';
-import { entryStat, mtimeMsOf, sameMtime } from '../scan/index.js';
+import { mtimeMsOf, sameMtime } from '../scan/index.js';
+import { listDir } from '../scan/listDir.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import {
@@ -1002,26 +995,10 @@ async function backupSmallFiles(taskId: number, task: SmallFilesTask): Promise<S
   return { files: out, sealed };
 }
 
-function listDir(task: ListDirTask): ListDirResult {
-  const dir = Buffer.from(task.path);
-  let names: Buffer[];
-  try {
-    names = readdirSync(dir, { encoding: 'buffer' }) as Buffer[];
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    return { error: { message: e.message, code: e.code }, names: [], stats: [] };
-  }
-  names.sort(Buffer.compare);
-  const sep = dir.length === 1 && dir[0] === 0x2f ? Buffer.alloc(0) : Buffer.from('/');
-  const stats: ListDirResult['stats'] = names.map((n) => {
-    try {
-      return entryStat(lstatSync(Buffer.concat([dir, sep, n]), { bigint: true }));
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException;
-      return { error: { message: e.message, code: e.code } };
-    }
-  });
-  return { names: names.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.byteLength)), stats };
+/** A folder's names and their lstat (scan/listDir.ts: native, off this thread, where built). */
+async function listFolder(task: ListDirTask): Promise<ListDirResult> {
+  const { names, stats, error } = await listDir(Buffer.from(task.path));
+  return error ? { error, names, stats } : { names, stats };
 }
 
 type WriteError = { message: string; code?: string } | null;
@@ -1184,7 +1161,7 @@ port.on('message', (msg: ToWorker) => {
       const r = await backupSmallFiles(taskId, task);
       return { result: r, transfer: r.sealed ? segmentBuffers(r.sealed) : [] };
     }
-    if (task.op === 'listDir') return { result: listDir(task), transfer: [] };
+    if (task.op === 'listDir') return { result: await listFolder(task), transfer: [] };
     if (task.op === 'sealSegment') {
       const r = sealSegment(task.segment);
       // a block file's raw segment goes back to be filled again (see spareSegments)
