@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -415,9 +416,10 @@ class ScatterRead : public Napi::AsyncWorker {
 
 #ifdef __linux__
 // A minimal io_uring (the kernel's submission and completion rings, by its system calls: no liburing),
-// one per thread that needs it, for readFiles. Setup fails where the kernel has no io_uring, turned it off
-// (kernel.io_uring_disabled) or a sandbox forbids it (containers' seccomp profiles often do), or lacks an
-// operation readFiles needs (openat and statx came with Linux 5.6): the threads read instead.
+// one per thread that needs it, for readFiles and listDir. Setup fails where the kernel has no io_uring,
+// turned it off (kernel.io_uring_disabled) or a sandbox forbids it (containers' seccomp profiles often do),
+// or lacks an operation they need (openat and statx came with Linux 5.6): threads and plain system calls
+// do the work instead. A ring whose io_uring_enter fails for good is not used again.
 class Ring {
  public:
   static constexpr unsigned kEntries = 256;
@@ -431,7 +433,7 @@ class Ring {
       std::unique_ptr<Ring> r(new Ring());
       if (r->Setup()) ring = std::move(r);
     }
-    return ring.get();
+    return ring && !ring->broken_ ? ring.get() : nullptr;
   }
 
   ~Ring() {
@@ -441,7 +443,7 @@ class Ring {
     if (fd_ >= 0) close(fd_);
   }
 
-  // A zeroed submission entry, queued with the next Submit (the caller keeps under kEntries queued).
+  // A zeroed submission entry, submitted by the next SubmitAndReap (the caller queues at most kEntries).
   struct io_uring_sqe* Next() {
     unsigned tail = *sqTail_ + queued_;
     unsigned idx = tail & *sqMask_;
@@ -452,11 +454,16 @@ class Ring {
     return e;
   }
 
-  // Submits what was queued and calls `take(user_data, res)` for each of `expect` completions.
+  // Submits what was queued and calls `take(user_data, res)` for each of `expect` completions. Returns
+  // false only when io_uring_enter fails for good before anything was submitted: nothing is in flight
+  // then (the ring is not used again, so what was queued never runs), and the caller does the work
+  // another way. Once something was submitted, its completions are waited for whatever happens, since
+  // the kernel may still write into the caller's buffers until they come.
   template <typename F>
   bool SubmitAndReap(unsigned expect, F take) {
     __atomic_store_n(sqTail_, *sqTail_ + queued_, __ATOMIC_RELEASE);
     unsigned toSubmit = queued_;
+    const unsigned queued = queued_;
     queued_ = 0;
     while (expect > 0) {
       unsigned head = *cqHead_;
@@ -465,7 +472,13 @@ class Ring {
         long r = syscall(__NR_io_uring_enter, fd_, toSubmit, 1, IORING_ENTER_GETEVENTS, nullptr, 0);
         if (r < 0) {
           if (errno == EINTR || errno == EAGAIN || errno == EBUSY) continue;
-          return false;
+          broken_ = true;
+          if (toSubmit == queued) return false;
+          // some of it is in flight: its completions must come before the buffers are let go, and the
+          // rest of the batch is counted on too, so keep trying (an error here has never been seen)
+          struct timespec pause = {0, 1000000};
+          nanosleep(&pause, nullptr);
+          continue;
         }
         toSubmit -= static_cast<unsigned>(r) < toSubmit ? static_cast<unsigned>(r) : toSubmit;
         continue;
@@ -528,6 +541,7 @@ class Ring {
   unsigned *cqHead_ = nullptr, *cqTail_ = nullptr, *cqMask_ = nullptr;
   struct io_uring_cqe* cqes_ = nullptr;
   unsigned queued_ = 0;
+  bool broken_ = false;
 };
 #endif
 
