@@ -668,6 +668,7 @@ class ReadFiles : public Napi::AsyncWorker {
     static const char kEmpty[] = "";
     for (size_t base = 0; base < n; base += kRingFiles) {
       size_t m = std::min(kRingFiles, n - base);
+      std::fill(fds.begin(), fds.end(), -1);  // none open: a failed submission closes nothing
       for (size_t k = 0; k < m; k++) {
         struct io_uring_sqe* e = ring->Next();
         e->opcode = IORING_OP_OPENAT;
