@@ -40,7 +40,7 @@ describe.skipIf(!nativeListDir)(
         expect(want.names.length).toBe(300 + 11);
         for (const ring of [false, true]) {
           const got = await listDir(Buffer.from(dir), { native: true, ring });
-          expect(got.via).toBe(ring && got.via === 'ring' ? 'ring' : 'native');
+          if (!ring) expect(got.via).toBe('native'); // (the ring's use: the next test)
           expect(got.names.map((n) => Buffer.from(n).toString('hex'))).toEqual(
             want.names.map((n) => Buffer.from(n).toString('hex')),
           );

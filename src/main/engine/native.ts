@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import util from 'node:util';
 
 export function loadNativeAddon<T>(dir: string, name: string): T | undefined {
   const require = createRequire(import.meta.url);
@@ -25,4 +26,21 @@ export function loadNativeAddon<T>(dir: string, name: string): T | undefined {
     }
   }
   return undefined;
+}
+
+/** Whether the addons use an io_uring where Linux allows one (TIDEMARK_NO_URING=1: threads or plain calls). */
+export const useRing = process.env.TIDEMARK_NO_URING !== '1';
+
+const errnoNames = new Map([...util.getSystemErrorMap()].map(([k, v]) => [k, v]));
+
+/** An error an addon returned as an errno (either sign), worded as Node words its own:
+ *  `ENOENT: no such file or directory, open '/x'`. */
+export function errnoError(
+  errno: number,
+  syscall: string,
+  target: Uint8Array,
+): { message: string; code: string } {
+  const n = Math.abs(errno);
+  const [code, text] = errnoNames.get(-n) ?? ['EIO', `error ${n}`];
+  return { message: `${code}: ${text}, ${syscall} '${Buffer.from(target).toString()}'`, code };
 }

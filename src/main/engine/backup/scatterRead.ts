@@ -12,8 +12,7 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import util from 'node:util';
-import { loadNativeAddon } from '../native.js';
+import { errnoError, loadNativeAddon, useRing } from '../native.js';
 import { mtimeMsOf } from '../scan/index.js';
 
 interface FsIo {
@@ -54,8 +53,6 @@ export interface Piece {
 
 /** Whether files opened for direct I/O are read with the kernel's AIO (TIDEMARK_NO_AIO=1: threads). */
 const aioDefault = process.env.TIDEMARK_NO_AIO !== '1';
-/** Whether readFiles reads through an io_uring where Linux has one (TIDEMARK_NO_URING=1: threads). */
-const ringDefault = process.env.TIDEMARK_NO_URING !== '1';
 
 /**
  * Reads the pieces into one buffer (`into` when given and large enough, else a new one), piece after
@@ -162,16 +159,13 @@ export async function readFiles(
       Uint32Array.from(limits),
       buffer,
       depth,
-      opts.ring ?? ringDefault,
+      opts.ring ?? useRing,
     );
     let start = 0;
     paths.forEach((p, i) => {
       const n = r[3 * i];
-      if (n < 0) {
-        const [code, text] = errnoMap.get(n) ?? [undefined, `error ${-n}`];
-        const message = `${code ?? 'EIO'}: ${text}, open '${Buffer.from(p).toString()}'`;
-        files.push({ start, error: { message, code } });
-      } else files.push({ start, n, size: r[3 * i + 1], mtimeMs: r[3 * i + 2] });
+      if (n < 0) files.push({ start, error: errnoError(n, 'open', p) });
+      else files.push({ start, n, size: r[3 * i + 1], mtimeMs: r[3 * i + 2] });
       start += limits[i];
     });
     return { buffer, files, via: ring ? 'ring' : 'threads' };
@@ -203,8 +197,6 @@ export async function readFiles(
 }
 
 const NUL = Buffer.alloc(1);
-/** -errno → [code, message], as Node names them. */
-const errnoMap = new Map([...util.getSystemErrorMap()].map(([k, v]) => [k, v]));
 
 function codeOf(errno: number | undefined): string | undefined {
   if (!errno) return undefined;

@@ -10,8 +10,7 @@
  * both give the same result (tests/engine/list-dir.test.ts).
  */
 import fs from 'node:fs';
-import util from 'node:util';
-import { loadNativeAddon } from '../native.js';
+import { errnoError, loadNativeAddon, useRing } from '../native.js';
 import type { NodeType } from '../repo/types.js';
 import type { ListDirResult } from '../workers/protocol.js';
 import { entryStat, mtimeMsOf, type EntryStat } from './index.js';
@@ -33,14 +32,6 @@ const addon =
 
 /** Whether folders are listed by the native addon (else by Node's fs). */
 export const nativeListDir = !!addon?.listDir;
-const ringDefault = process.env.TIDEMARK_NO_URING !== '1';
-
-/** -errno → [code, message], as Node names them. */
-const errnoMap = new Map([...util.getSystemErrorMap()].map(([k, v]) => [k, v]));
-const errorOf = (errno: number, syscall: string, path: Buffer) => {
-  const [code, text] = errnoMap.get(-Math.abs(errno)) ?? ['EIO', `error ${Math.abs(errno)}`];
-  return { message: `${code}: ${text}, ${syscall} '${path.toString()}'`, code };
-};
 
 const S_IFMT = 0o170000;
 const TYPES = new Map<number, NodeType>([
@@ -60,9 +51,9 @@ export async function listDir(
   opts: { native?: boolean; ring?: boolean } = {},
 ): Promise<ListDirResult & { via: 'ring' | 'native' | 'fs' }> {
   if ((opts.native ?? true) && addon?.listDir && !dir.includes(0)) {
-    const r = await addon.listDir(dir, opts.ring ?? ringDefault);
+    const r = await addon.listDir(dir, opts.ring ?? useRing);
     if (r.names === undefined)
-      return { error: errorOf(r.errno, 'scandir', dir), names: [], stats: [], via: 'native' };
+      return { error: errnoError(r.errno, 'scandir', dir), names: [], stats: [], via: 'native' };
     const sep = dir.length === 1 && dir[0] === 0x2f ? '' : '/';
     const names: Uint8Array[] = [];
     const stats: ListDirResult['stats'] = [];
@@ -73,7 +64,7 @@ export async function listDir(
       names.push(name);
       const f = r.stats.subarray(i * K, i * K + K);
       if (f[0] < 0) {
-        stats.push({ error: errorOf(f[0], 'lstat', Buffer.concat([dir, Buffer.from(sep), name])) });
+        stats.push({ error: errnoError(f[0], 'lstat', Buffer.concat([dir, Buffer.from(sep), name])) });
         continue;
       }
       const mtimeNs = nsOf(f[3], f[4]);
