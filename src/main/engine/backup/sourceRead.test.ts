@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { DIRECT_READ_MIN_BYTES, SourceReader } from './sourceRead.js';
-import { O_DIRECT, directIoFilesystem } from '../aligned.js';
+import { ALIGN, O_DIRECT, directIoFilesystem, takeAligned } from '../aligned.js';
 
 const MiB = 1024 * 1024;
 /** Whether files in the temp folder are read directly at all (a local disk's filesystem). */
@@ -56,6 +56,56 @@ describe('reading a source file past the page cache', () => {
       }
     });
   }
+
+  it('reads into aligned memory at aligned offsets directly, and anywhere else through its stage', async () => {
+    const size = 9 * MiB + 123;
+    const { file, data } = await fileOf(size);
+    const r = await SourceReader.open(Buffer.from(file), size);
+    const into = takeAligned(12 * MiB)!;
+    const direct = r.direct;
+    const read = vi.spyOn((r as unknown as { fh: fs.FileHandle }).fh, 'read');
+    try {
+      // the way the backup reads: the unread rest moved so that it ends at an aligned offset, then filled
+      let start = 0;
+      let end = 0;
+      const got: Buffer[] = [];
+      for (let i = 0; ; i++) {
+        const n = await r.readAligned(into, end, into.length - end);
+        if (n === 0) break;
+        end += n;
+        const take = Math.min(end - start, 5 * MiB + i * 1001); // consume part, keep the rest
+        got.push(Buffer.from(into.subarray(start, start + take)));
+        start += take;
+        const keep = end - start;
+        const to = (ALIGN - (keep % ALIGN)) % ALIGN;
+        into.copy(into, to, start, end);
+        start = to;
+        end = to + keep;
+      }
+      got.push(Buffer.from(into.subarray(start, end)));
+      expect(Buffer.concat(got).equals(data)).toBe(true);
+      // direct reads went straight into `into` (no 1 MiB stage between): a few large reads
+      if (direct) {
+        expect(read.mock.calls.length).toBeGreaterThan(0);
+        expect(read.mock.calls.length).toBeLessThanOrEqual(3);
+        expect(read.mock.calls.every((c) => (c[0] as unknown) === into)).toBe(true);
+      }
+      // an unaligned offset is served through the stage, byte for byte
+      const again = await SourceReader.open(Buffer.from(file), size);
+      try {
+        const n = await again.readAligned(into, 100, 2 * MiB);
+        expect(n).toBeGreaterThan(0);
+        expect(into.subarray(100, 100 + n).equals(data.subarray(0, n))).toBe(true);
+        let end2 = 100 + n;
+        for (let k; (k = await again.readAligned(into, end2, into.length - end2));) end2 += k;
+        expect(into.subarray(100, end2).equals(data)).toBe(true);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await r.close();
+    }
+  });
 
   it('reads through the page cache where direct I/O is refused at open (EINVAL)', async () => {
     const { file, data } = await fileOf(6 * MiB + 5);
