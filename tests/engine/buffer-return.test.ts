@@ -14,7 +14,8 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { BlobType } from '../../src/main/engine/repo/blobIndex.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
-import { spareSealedCount } from '../../src/main/engine/workers/index.js';
+import { WorkerPool, spareSealedCount } from '../../src/main/engine/workers/index.js';
+import { WORKER_SCRATCH_BYTES } from '../../src/main/engine/workers/protocol.js';
 import { describeTree, expectSameTrees, randomBytes, tempDir } from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -72,6 +73,37 @@ describe('sealed buffers handed back', () => {
       (await repo.loadSealedBlob(id(2).toString('hex'))).sealed.equals(bytes.subarray(2.5 * MiB, 5 * MiB)),
     ).toBe(true);
     repo.returnBuffers();
+  });
+
+  it('a worker is moved no more kept buffers than it has room for', async () => {
+    // a worker keeps WORKER_SCRATCH_BYTES of them; one it is moved beyond that it lets go, and a buffer let
+    // go in a worker lingers until that thread's next collection
+    const pool = new WorkerPool(
+      {
+        encryptionKey: Buffer.alloc(32, 1),
+        idKey: Buffer.alloc(32, 2),
+        chunker: { min: 64 * 1024, avg: 256 * 1024, max: MiB },
+        chunkerSeed: '00',
+        compressionLevel: 1,
+        readLimit: 0,
+        lowPriority: false,
+      },
+      1,
+    );
+    try {
+      const size = WORKER_SCRATCH_BYTES / 2; // whole MiBs: a shape the worker keeps
+      for (let i = 0; i < 3; i++) pool.keepSpareSealed(new ArrayBuffer(size));
+      expect(pool.spareSealedCount).toBe(3);
+      const seal = () =>
+        pool.run({ op: 'seal', chunks: [{ id: new Uint8Array(32), data: new Uint8Array(1000) }] });
+      await seal(); // moved two with it: the worker's room is used up
+      expect(pool.spareSealedCount).toBe(1);
+      await seal(); // its answer said it has no room left: the third stays here
+      await seal();
+      expect(pool.spareSealedCount).toBe(1);
+    } finally {
+      await pool.close();
+    }
   });
 
   it('backups that seal into recycled buffers restore byte for byte', async () => {

@@ -289,7 +289,6 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           store: ev.ids.map((id) => repo.claimBlob(id)),
           handOver: pool!.withoutFiles > 0,
           spares: pool!.takeSpareSegments(ev.spares),
-          scratch: pool!.takeSpareSealed(2),
         } satisfies QueryReply;
       if (ev.kind === 'raw') {
         sealChunks(ev.chunks);

@@ -46,7 +46,7 @@ import type {
   ToWorker,
   WorkerInit,
 } from './protocol.js';
-import { segmentBuffers } from './protocol.js';
+import { segmentBuffers, WORKER_SCRATCH_BYTES } from './protocol.js';
 
 // The pool's settings: in workerData, or, for a thread started ahead of its pool (prestartWorkers in
 // ./index.ts: booting a thread overlaps with opening the repository), in an 'init' message that comes
@@ -116,7 +116,9 @@ const scratch: ArrayBuffer[] = [];
 const MAX_SCRATCH = 16;
 // 64 MiB before fresh buffers came in huge pages (hugeShaped below): with those a fresh buffer is cheap
 // enough that keeping half as much made no difference in time or faults, and ~10 MB less peak RSS
-const MAX_SCRATCH_BYTES = 32 * 1024 * 1024;
+const MAX_SCRATCH_BYTES = WORKER_SCRATCH_BYTES;
+/** What the pool may move here (FromWorker.room). */
+const scratchRoom = () => Math.max(0, MAX_SCRATCH_BYTES - scratch.reduce((n, b) => n + b.byteLength, 0));
 const MiB = 1024 * 1024;
 /** The capacity a buffer of `size` bytes gets: the exact size below 128 KiB, else whole 2 MiB less 4 KiB
  *  (hugeShaped) when at least 60% of that is used, else whole MiBs. A huge page is resident whole once
@@ -177,7 +179,10 @@ function ask(taskId: number, event: TaskEvent): Promise<unknown> {
         : event.kind === 'segments' || event.kind === 'sealedSegments'
           ? event.segments.flatMap(segmentBuffers)
           : [];
-    port.postMessage({ type: 'event', taskId, seq, event } satisfies FromWorker, transfer);
+    port.postMessage(
+      { type: 'event', taskId, seq, event, room: scratchRoom() } satisfies FromWorker,
+      transfer,
+    );
   });
 }
 
@@ -1205,7 +1210,7 @@ port.on('message', (msg: ToWorker) => {
   };
   run().then(
     ({ result, transfer }) =>
-      port.postMessage({ type: 'done', taskId, result } satisfies FromWorker, transfer),
+      port.postMessage({ type: 'done', taskId, result, room: scratchRoom() } satisfies FromWorker, transfer),
     (err: NodeJS.ErrnoException) =>
       port.postMessage({
         type: 'error',

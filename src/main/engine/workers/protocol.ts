@@ -176,7 +176,8 @@ export interface QueryReply {
   handOver: boolean;
   /** Empty segment buffers for the asking worker to fill (moved; see SealedSegment.emptied). */
   spares?: ArrayBuffer[];
-  /** Emptied sealed-segment buffers for the asking worker to seal into (moved; WorkerPool.keepSpareSealed). */
+  /** Emptied sealed-segment buffers for the asking worker to seal into (moved, as many as it has room
+   *  for; added by the pool: WorkerPool.keepSpareSealed). */
   scratch?: ArrayBuffer[];
 }
 
@@ -236,7 +237,12 @@ export type ToWorker =
   /** The pool's settings, first, to a thread started before its pool (prestartWorkers). */
   | { type: 'init'; init: WorkerInit };
 
+/** Bytes of emptied sealed-segment buffers a worker keeps at most (its `room` is what it lacks of that). */
+export const WORKER_SCRATCH_BYTES = 32 * 1024 * 1024;
+
+/** `room`: bytes of sealed-segment buffers the worker would keep now (WORKER_SCRATCH_BYTES less what it
+ *  has); the pool moves it no more than that (WorkerPool.takeSpareSealedFor). */
 export type FromWorker =
-  | { type: 'event'; taskId: number; seq: number; event: TaskEvent }
-  | { type: 'done'; taskId: number; result: unknown }
+  | { type: 'event'; taskId: number; seq: number; event: TaskEvent; room?: number }
+  | { type: 'done'; taskId: number; result: unknown; room?: number }
   | { type: 'error'; taskId: number; error: { message: string; code?: string; name?: string } };
