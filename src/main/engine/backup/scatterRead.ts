@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { errnoError, loadNativeAddon, useRing } from '../native.js';
-import { mtimeMsOf } from '../scan/index.js';
+import { mtimeMsOf } from '../scan/stat.js';
 
 interface FsIo {
   readFiles?(

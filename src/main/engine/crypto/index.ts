@@ -7,8 +7,23 @@
  * Guarantees: decryption either returns the exact plaintext or throws. It does not pad lengths.
  */
 import crypto from 'node:crypto';
-import { Blake3Hasher } from '@napi-rs/blake-hash';
+import { createRequire } from 'node:module';
 import { loadNativeAddon } from '../native.js';
+
+/**
+ * BLAKE3 from @napi-rs/blake-hash. Its loader asks process.report for the C library in use (a report of
+ * the whole process: ~8 ms of every thread that loads it, each worker's start-up included); on Linux x64
+ * its glibc binary is loaded directly, and through the loader anywhere else or if that fails (musl).
+ */
+function loadBlake(): typeof import('@napi-rs/blake-hash') {
+  const require = createRequire(import.meta.url);
+  if (process.platform === 'linux' && process.arch === 'x64')
+    try {
+      return require('@napi-rs/blake-hash-linux-x64-gnu') as typeof import('@napi-rs/blake-hash');
+    } catch {}
+  return require('@napi-rs/blake-hash') as typeof import('@napi-rs/blake-hash');
+}
+export const { Blake3Hasher } = loadBlake();
 
 export const NONCE_BYTES = 12;
 export const TAG_BYTES = 16;
@@ -179,7 +194,7 @@ const asBuffer = (d: Uint8Array): Buffer =>
 
 // One keyed hasher per key, reset between uses (creating one per blob costs more than hashing 8 KiB).
 let keyedFor: Buffer | undefined;
-let keyed: Blake3Hasher | undefined;
+let keyed: import('@napi-rs/blake-hash').Blake3Hasher | undefined;
 
 /** blobId as hex. The hasher's digestBuffer() hands back a Buffer of the addon's own memory (an external
  *  buffer with a finalizer, ~2.7 µs a call here), where digest('hex') is a plain string (~0.3 µs): a

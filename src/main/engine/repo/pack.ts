@@ -6,9 +6,8 @@
  * Blobs are sealed with their ID as associated data. The index duplicates the header so a restore never
  * reads headers; `check` and index rebuilds read headers to recover what a pack holds.
  */
-import { Blake3Hasher } from '@napi-rs/blake-hash';
 import type { Backend } from '../backend/types.js';
-import { open, seal, DecryptError, type MasterKey } from '../crypto/index.js';
+import { Blake3Hasher, open, seal, DecryptError, type MasterKey } from '../crypto/index.js';
 import { CorruptObjectError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
 

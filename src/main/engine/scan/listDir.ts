@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import { errnoError, loadNativeAddon, useRing } from '../native.js';
 import type { NodeType } from '../repo/types.js';
 import type { ListDirResult } from '../workers/protocol.js';
-import { entryStat, mtimeMsOf, type EntryStat } from './index.js';
+import { entryStat, mtimeMsOf, type EntryStat } from './stat.js';
 
 interface FsList {
   listDir?(

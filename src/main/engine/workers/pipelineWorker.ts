@@ -9,10 +9,9 @@ import { parentPort, workerData } from 'node:worker_threads';
 import fs from 'node:fs/promises';
 import type { BigIntStats } from 'node:fs';
 import os from 'node:os';
-import { execFile } from 'node:child_process';
 import { readlinkSync, openSync, closeSync, writeSync, constants as FS } from 'node:fs';
 import { allZero, writeWholeFile } from '../restore/wholeFile.js';
-import { mtimeMsOf, sameMtime } from '../scan/index.js';
+import { mtimeMsOf, sameMtime } from '../scan/stat.js';
 import { listDir } from '../scan/listDir.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
 import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
@@ -68,7 +67,12 @@ function configure(settings: WorkerInit): void {
     try {
       os.setPriority(0, 19); // this thread only (Linux: setpriority on the calling thread)
       const tid = readlinkSync('/proc/thread-self').split('/').pop();
-      if (tid) execFile('ionice', ['-c', '3', '-p', tid], () => {});
+      // child_process is loaded only here: ~3 ms of every worker's start-up otherwise
+      if (tid)
+        void import('node:child_process').then(
+          ({ execFile }) => execFile('ionice', ['-c', '3', '-p', tid], () => {}),
+          () => {},
+        );
     } catch {}
   }
 }
