@@ -34,8 +34,12 @@ await build({
   stdin: {
     contents: [
       `import { reexecWithMallocEnv } from './bin/malloc-env.mjs';`,
+      `import { fileURLToPath } from 'node:url';`,
+      `import { startEarlyWorkers } from './src/main/cli/early.ts';`,
       `if (!reexecWithMallocEnv()) {`,
       `  process.env.UV_THREADPOOL_SIZE ??= '16';`,
+      // a backup's or restore's worker threads boot while the CLI loads (src/main/cli/early.ts)
+      `  startEarlyWorkers(process.argv.slice(2), fileURLToPath(new URL('./pipelineWorker.js', import.meta.url)));`,
       `  await import('./cli.js');`,
       `}`,
     ].join('\n'),

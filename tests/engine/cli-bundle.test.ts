@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { isCoreCommand } from '../../src/main/cli/program.js';
+import { buildProgram, isCoreCommand } from '../../src/main/cli/program.js';
+import { GLOBAL_VALUE_OPTIONS, commandOf } from '../../src/main/cli/early.js';
 import {
   cliEnv,
   describeTree,
@@ -36,6 +37,34 @@ describe('the command line', () => {
       ['nope'],
     ])
       expect(isCoreCommand(other)).toBe(false);
+  });
+});
+
+describe('the launcher’s early worker threads', () => {
+  it('are for a backup or restore, found without the parser, as many as --workers says', () => {
+    expect(commandOf(['backup', '/x'])).toEqual({ command: 'backup', workers: undefined });
+    expect(commandOf(['-r', '/repo', '--json', 'restore', 'latest', '--workers', '3'])).toEqual({
+      command: 'restore',
+      workers: 3,
+    });
+    expect(commandOf(['--repo=/r', '-q', 'backup', '--workers=5', '/x'])).toEqual({
+      command: 'backup',
+      workers: 5,
+    });
+    // a global option's value is not the command; nor is an operand after the command's own "--"
+    expect(commandOf(['-r', 'backup', 'job', 'list']).command).toBe('job');
+    expect(commandOf(['-p', 'pw.txt', '--limit-upload', '5', 'snapshots']).command).toBe('snapshots');
+    expect(commandOf(['backup', '--', '--workers', '2']).workers).toBeUndefined();
+    expect(commandOf(['backup', '--workers', 'many']).workers).toBeUndefined();
+    expect(commandOf(['--help']).command).toBeUndefined();
+  });
+
+  it('know every global option that takes a value', () => {
+    const { program } = buildProgram({ out: () => {}, err: () => {}, isTTY: false });
+    const taking = program.options
+      .filter((o) => o.required || o.optional)
+      .flatMap((o) => [o.short, o.long].filter((f): f is string => !!f));
+    expect([...GLOBAL_VALUE_OPTIONS].sort()).toEqual(taking.sort());
   });
 });
 

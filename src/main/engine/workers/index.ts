@@ -8,11 +8,11 @@
  */
 import { isPoolBuffer } from '../bufferPool.js';
 import { Worker } from 'node:worker_threads';
-import os from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import fs from 'node:fs';
 import { WORKER_SCRATCH_BYTES } from './protocol.js';
+import { defaultWorkerCount, prestartedList, startDeferred, workerOptions } from './early.js';
 import type { FromWorker, QueryReply, TaskEvent, Task, ToWorker, WorkerInit } from './protocol.js';
 
 export type EventHandler = (event: TaskEvent) => unknown | Promise<unknown>;
@@ -67,14 +67,6 @@ export function decodeBuffer(data: Buffer): { buffer: Uint8Array; transfer: Arra
   return { buffer: own, transfer: [own.buffer] };
 }
 
-/**
- * A worker's JS heap is tiny, but the buffers it allocates (chunks, compressed and sealed copies) are
- * freed only when a collection finds them dead; with V8's default young generation that happens
- * rarely and dead buffers pile up (tens of MB per worker). A small young generation collects them
- * soon after they die: the full backup's peak RSS fell by ~40 MB in `npm run bench`, at no measured cost.
- */
-const WORKER_YOUNG_GENERATION_MB = 2;
-
 /** What reading files weighs, in CPU tasks, when a pure CPU task picks its worker (see run). */
 const FILE_LOAD = 2;
 
@@ -90,50 +82,19 @@ const MAX_SPARE_SEALED_BYTES = 48 * 1024 * 1024;
 const SPARES_PER_TASK = 2;
 const SPARES_PER_QUERY = 2;
 
-export function defaultWorkerCount(): number {
-  return Math.max(1, Math.min(8, os.availableParallelism?.() ?? os.cpus().length));
-}
-
-const workerOptions = (workerData: Record<string, unknown>) => ({
-  workerData,
-  resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
-});
-
-/**
- * Threads started before their pool (prestartWorkers), waiting for its settings. Booting a worker (a Node
- * environment, the worker's modules, zstd's and BLAKE3's addons) takes 0.1-0.3 s of a core, and a pool
- * is made only once the repository is open (a password's key derived, the index loaded, the snapshot
- * read): a command that will need one starts its threads first, and they boot meanwhile.
- */
-const prestarted: Worker[] = [];
-/** Prestarted threads no pool took within this time are stopped. */
-const PRESTART_UNUSED_MS = 30_000;
+export { defaultWorkerCount };
 
 /**
  * Starts up to n worker threads ahead of the pool an operation is about to make (the next WorkerPool
- * takes them and sends them its settings). They never keep the process alive, and stop unused after
- * PRESTART_UNUSED_MS. One that fails to boot is dropped (the pool then starts a thread of its own, whose
- * failure it reports).
+ * takes them and sends them its settings), unless enough were started already (the bundled CLI's
+ * launcher starts a backup's or restore's before it loads anything else: ./early.ts). They never keep
+ * the process alive, and stop unused after a while.
  */
 export function prestartWorkers(n = defaultWorkerCount()): void {
   const entry = workerEntry();
-  while (prestarted.length < n) {
-    const worker = new Worker(entry.file, workerOptions({ ...entry.data, deferred: true }));
-    worker.unref();
-    const drop = () => {
-      const i = prestarted.indexOf(worker);
-      if (i >= 0) prestarted.splice(i, 1);
-    };
-    worker.on('error', drop);
-    worker.on('exit', drop);
-    prestarted.push(worker);
-  }
-  clearTimeout(prestartTimer);
-  prestartTimer = setTimeout(() => {
-    for (const w of prestarted.splice(0)) void w.terminate();
-  }, PRESTART_UNUSED_MS).unref();
+  startDeferred(entry.file, entry.data, n);
 }
-let prestartTimer: NodeJS.Timeout | undefined;
+const prestarted = prestartedList();
 
 /** Worker threads started ahead and not taken by a pool yet (for tests). */
 export function prestartedCount(): number {
