@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { giveBuffer, isPoolBuffer, takeBuffer } from './bufferPool.js';
+import { discardBuffer, giveBuffer, isPoolBuffer, takeBuffer } from './bufferPool.js';
 import { decodeBuffer } from './workers/index.js';
 
 const MiB = 1024 * 1024;
@@ -36,5 +36,25 @@ describe('buffer pool', () => {
     const d2 = decodeBuffer(theirs);
     expect(d2.transfer[0]).not.toBe(theirs.buffer);
     expect(d2.buffer.byteLength).toBe(MiB);
+  });
+
+  it('frees a buffer nobody holds at once, not at the next collection, and those it has no room for', async () => {
+    const rss = () => process.memoryUsage().rss;
+    const bufs = Array.from({ length: 8 }, () => {
+      const ab = new ArrayBuffer(16 * MiB);
+      new Uint8Array(ab).fill(1); // resident
+      return ab;
+    });
+    const before = rss();
+    for (const ab of bufs) discardBuffer(ab);
+    expect(bufs.every((ab) => ab.byteLength === 0)).toBe(true); // detached: its memory is gone with the message
+    // 128 MiB freed within moments (the message is dropped on the next turn), with no collection
+    for (let i = 0; i < 100 && before - rss() <= 64 * MiB; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(before - rss()).toBeGreaterThan(64 * MiB);
+    // past what the pool keeps, a buffer given back is freed the same way
+    const kept = Array.from({ length: 6 }, () => takeBuffer(4 * MiB).buffer as ArrayBuffer);
+    for (const ab of kept) giveBuffer(ab);
+    expect(kept.filter((ab) => ab.byteLength === 0).length).toBeGreaterThan(0);
+    discardBuffer(new ArrayBuffer(0)); // nothing to free: no error
   });
 });

@@ -11,6 +11,8 @@
  * check, when a worker returns the (transferred) buffer of a decode task it has finished with.
  */
 
+import { MessageChannel } from 'node:worker_threads';
+
 const MIN_BYTES = 1024 * 1024;
 const MAX_KEPT = 4;
 const MAX_KEPT_BYTES = 64 * 1024 * 1024;
@@ -42,10 +44,28 @@ export function takeBuffer(size: number): Buffer {
   return Buffer.from(ab, 0, size);
 }
 
+/**
+ * Frees a buffer that nothing references any more, now: moved into a message to a closed port, which
+ * drops the message and its memory on the next turn, where a buffer merely let go is freed when the
+ * garbage collector of its thread finds it dead: rarely in a worker (its heap is tiny), and on the main
+ * thread only as often as its own allocations or external memory make it collect. For the buffers the
+ * pools have no room for (a test frees 128 MiB this way with no collection). Every view of the buffer
+ * is left empty (detached), so only the buffer's owner may call this.
+ */
+export function discardBuffer(ab: ArrayBuffer): void {
+  try {
+    sink.postMessage(ab, [ab]);
+  } catch {} // not transferable (a WebAssembly memory, already detached): left to the collector
+}
+const { port1: sink, port2: closed } = new MessageChannel();
+closed.close();
+sink.unref();
+
 /** Gives back a buffer that nothing references any more (large ones are kept for takeBuffer). */
 export function giveBuffer(ab: ArrayBuffer | undefined): void {
   if (!ab || !(ab instanceof ArrayBuffer) || ab.byteLength < MIN_BYTES) return;
-  if (spare.length >= MAX_KEPT || keptBytes + ab.byteLength > MAX_KEPT_BYTES || spare.includes(ab)) return;
+  if (spare.includes(ab)) return;
+  if (spare.length >= MAX_KEPT || keptBytes + ab.byteLength > MAX_KEPT_BYTES) return discardBuffer(ab);
   made.add(ab); // moved here from a worker: no one else holds it
   spare.push(ab);
   keptBytes += ab.byteLength;

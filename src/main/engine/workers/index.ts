@@ -6,7 +6,7 @@
  * task and its answer is sent back — this is how backpressure reaches the readers.
  * In development the worker is TypeScript loaded through tsx; in a build it is the bundled .js.
  */
-import { isPoolBuffer } from '../bufferPool.js';
+import { discardBuffer, isPoolBuffer } from '../bufferPool.js';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
@@ -128,8 +128,11 @@ export class WorkerPool {
 
   /** Keeps the buffer of a sealed segment whose blobs are all written, for a worker's next task. */
   keepSpareSealed(buf: ArrayBuffer): void {
-    if (this.spareSealed.length >= MAX_SPARE_SEALED) return;
-    if (this.spareSealedBytes + buf.byteLength > MAX_SPARE_SEALED_BYTES) return;
+    if (
+      this.spareSealed.length >= MAX_SPARE_SEALED ||
+      this.spareSealedBytes + buf.byteLength > MAX_SPARE_SEALED_BYTES
+    )
+      return discardBuffer(buf); // freed now, not at the next collection
     this.spareSealed.push(buf);
     this.spareSealedBytes += buf.byteLength;
   }

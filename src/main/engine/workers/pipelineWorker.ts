@@ -11,6 +11,7 @@ import type { BigIntStats } from 'node:fs';
 import os from 'node:os';
 import { readlinkSync, openSync, closeSync, writeSync, constants as FS } from 'node:fs';
 import { allZero, writeWholeFile } from '../restore/wholeFile.js';
+import { discardBuffer } from '../bufferPool.js';
 import { mtimeMsOf, sameMtime } from '../scan/stat.js';
 import { listDir } from '../scan/listDir.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
@@ -163,9 +164,13 @@ function giveScratch(ab: ArrayBuffer | undefined): void {
   if (!ab || !isScratchShape(ab.byteLength) || scratch.includes(ab)) return;
   scratch.push(ab);
   scratch.sort((a, b) => b.byteLength - a.byteLength);
-  if (scratch.length > MAX_SCRATCH) scratch.length = MAX_SCRATCH;
+  while (scratch.length > MAX_SCRATCH) discardBuffer(scratch.pop()!);
   let bytes = scratch.reduce((n, b) => n + b.byteLength, 0);
-  while (bytes > MAX_SCRATCH_BYTES) bytes -= scratch.shift()!.byteLength;
+  while (bytes > MAX_SCRATCH_BYTES) {
+    const gone = scratch.shift()!;
+    bytes -= gone.byteLength;
+    discardBuffer(gone); // freed now: this thread collects rarely
+  }
 }
 
 const port = parentPort!;
