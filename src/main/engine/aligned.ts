@@ -39,6 +39,13 @@ const wasm = (
 
 const kept = new Map<number, Buffer[]>();
 let noMemory = false;
+/** The memories takeAligned handed out (see alignedAt). */
+const ours = new WeakSet<ArrayBufferLike>();
+
+/** Whether `b` starts at an aligned address: a view, at a multiple of ALIGN, of memory from takeAligned. */
+export function alignedAt(b: Uint8Array): boolean {
+  return ours.has(b.buffer) && b.byteOffset % ALIGN === 0;
+}
 
 /** An aligned buffer of `size` bytes (a multiple of 64 KiB), or undefined when none can be had (address
  *  space limited, e.g. ulimit -v). */
@@ -48,15 +55,17 @@ export function takeAligned(size: number): Buffer | undefined {
   if (noMemory) return undefined;
   try {
     const pages = size / 65536; // WebAssembly pages are 64 KiB
-    return Buffer.from(new wasm.Memory({ initial: pages, maximum: pages }).buffer);
+    const memory = new wasm.Memory({ initial: pages, maximum: pages }).buffer;
+    ours.add(memory);
+    return Buffer.from(memory);
   } catch {
     noMemory = true;
     return undefined;
   }
 }
 
-export function giveAligned(b: Buffer): void {
+export function giveAligned(b: Buffer, keep = 4): void {
   const list = kept.get(b.length) ?? [];
-  if (list.length < 4) list.push(b);
+  if (list.length < keep) list.push(b);
   kept.set(b.length, list);
 }

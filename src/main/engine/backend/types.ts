@@ -32,6 +32,8 @@ export interface SaveOptions {
 export interface Backend {
   /** Human-readable location for messages, e.g. "/mnt/usb/tidemark" or "s3:https://host/bucket/prefix". */
   readonly location: string;
+  /** How many packs a backup writes at once (default 2: an object store's latency wants overlap). */
+  readonly writeConcurrency?: number;
   /** Stores an object atomically: readers see either nothing or the whole object. */
   save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void>;
   /** Optional: stores an object given as consecutive parts (a pack as its blobs) without copying them

@@ -72,8 +72,6 @@ export interface RepoStats {
   newBytes: number;
 }
 
-const MAX_UPLOADS = 2;
-
 export class Repository {
   /** Blobs per index file written during a long backup. */
   static indexEvery = 20_000;
@@ -244,7 +242,12 @@ export class Repository {
     if (this.uploadError) throw this.uploadError;
     let b = this.builders.get(type);
     if (!b) {
-      b = new PackBuilder(this.key, this.packTarget(type));
+      // data packs are gathered in one buffer (see PackBuilder); trees are few and sealed here, not moved
+      b = new PackBuilder(
+        this.key,
+        this.packTarget(type),
+        type === BlobType.Data ? this.config.packSize : undefined,
+      );
       this.builders.set(type, b);
     }
     if (b.add(id, type, compressed, rawLength, sealed) && this.returning?.refs.has(sealed.buffer)) {
@@ -333,11 +336,14 @@ export class Repository {
     if (b.count === 0) return;
     // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
     // pack (a full pack never grows, and no caller uploads an empty one).
-    const { id, parts, size, blobs } = b.finish();
+    const { id, parts, size, blobs, release: releasePack } = b.finish();
     const held = this.returning?.held.get(b);
     this.returning?.held.delete(b);
-    const release = () => held?.forEach((ab) => this.releaseBuffer(ab));
-    while (this.uploads.size >= MAX_UPLOADS) await Promise.race(this.uploads);
+    const release = () => {
+      releasePack();
+      held?.forEach((ab) => this.releaseBuffer(ab));
+    };
+    while (this.uploads.size >= (this.backend.writeConcurrency ?? 2)) await Promise.race(this.uploads);
     if (this.uploadError) {
       release();
       throw this.uploadError;

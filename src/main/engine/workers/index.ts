@@ -77,8 +77,11 @@ const FILE_LOAD = 2;
 const MAX_SPARE_SEALED = 32;
 // 96 MiB before the workers' fresh buffers came in huge pages (pipelineWorker's hugeShaped); since, half
 // of it made no difference in a full backup's time or faults (three runs each): 277-285 MB peak RSS
-// instead of 286-302
-const MAX_SPARE_SEALED_BYTES = 48 * 1024 * 1024;
+// instead of 286-302. 16 MiB since data packs are gathered in buffers of their own (repo/pack.ts): a
+// sealed buffer comes back as soon as its blobs are copied, not once their pack is written, so fewer
+// are needed, and kept ones sat beside the packs' buffers (48 MiB here and 32 per worker: 309-313 MB
+// peak RSS; 16 and 16: 278-296; 8 and 8: 285-295, with more fresh buffers).
+const MAX_SPARE_SEALED_BYTES = 16 * 1024 * 1024;
 const SPARES_PER_TASK = 2;
 const SPARES_PER_QUERY = 2;
 

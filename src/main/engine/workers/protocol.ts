@@ -238,7 +238,7 @@ export type ToWorker =
   | { type: 'init'; init: WorkerInit };
 
 /** Bytes of emptied sealed-segment buffers a worker keeps at most (its `room` is what it lacks of that). */
-export const WORKER_SCRATCH_BYTES = 32 * 1024 * 1024;
+export const WORKER_SCRATCH_BYTES = 16 * 1024 * 1024; // see MAX_SPARE_SEALED_BYTES in ./index.ts
 
 /** `room`: bytes of sealed-segment buffers the worker would keep now (WORKER_SCRATCH_BYTES less what it
  *  has); the pool moves it no more than that (WorkerPool.takeSpareSealedFor). */

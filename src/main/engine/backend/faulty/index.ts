@@ -26,6 +26,7 @@ function matches<T>(sel: T | T[] | undefined, v: T): boolean {
 
 export class FaultyBackend implements Backend {
   readonly location: string;
+  readonly writeConcurrency?: number;
   private readonly counts = new Map<FaultRule, number>();
   private readonly applied = new Map<FaultRule, number>();
   /** Number of calls per operation, for assertions. */
@@ -36,6 +37,7 @@ export class FaultyBackend implements Backend {
     public rules: FaultRule[] = [],
   ) {
     this.location = inner.location;
+    this.writeConcurrency = inner.writeConcurrency;
   }
 
   private async check(

@@ -12,13 +12,14 @@
  * O_DIRECT wants the memory, file offset and length aligned to the device's logical block. Packs are
  * gathered from many blob buffers, so they are copied into a staging buffer from a WebAssembly memory
  * (page-aligned by construction: JavaScript cannot ask for aligned memory otherwise) and written 1 MiB
- * at a time (4 MiB stages held ~15 MB more at the backup's peak for no measurable speed); the last
+ * at a time (4 MiB stages held ~15 MB more at the backup's peak for no measurable speed), or, when the
+ * pack was gathered in such memory already (repo/pack.ts, PackBuilder), written from it at once; the last
  * piece is padded to the block and the file cut back to its size. Only on a local disk's filesystem
  * (../../aligned.ts, directIoFilesystem); where the platform has no O_DIRECT (Windows, macOS), the
  * filesystem refuses it (EINVAL) or the memory cannot be had, the caller writes through the page cache.
  */
 import type fs from 'node:fs/promises';
-import { ALIGN, giveAligned, takeAligned } from '../../aligned.js';
+import { ALIGN, alignedAt, giveAligned, takeAligned } from '../../aligned.js';
 
 /** Objects smaller than this are written through the page cache (index files, locks, snapshots). */
 export const DIRECT_MIN_BYTES = 1024 * 1024;
@@ -50,6 +51,16 @@ async function writeAt(fh: fs.FileHandle, buf: Buffer, length: number, position:
  * Throws DirectUnsupported when direct I/O does not work here (nothing usable was written).
  */
 export async function writePartsDirect(fh: fs.FileHandle, parts: readonly Uint8Array[]): Promise<void> {
+  // a pack gathered in aligned memory (repo/pack.ts, PackBuilder) with room to pad its end: one write
+  const one = parts.length === 1 ? parts[0] : undefined;
+  const padded = one ? Math.ceil(one.length / ALIGN) * ALIGN : 0;
+  if (one && alignedAt(one) && one.byteOffset + padded <= one.buffer.byteLength) {
+    const whole = Buffer.from(one.buffer, one.byteOffset, padded);
+    whole.fill(0, one.length);
+    await writeAt(fh, whole, padded, 0);
+    if (padded !== one.length) await fh.truncate(one.length);
+    return;
+  }
   const stage = takeAligned(STAGE);
   if (!stage) throw new DirectUnsupported('no aligned memory');
   try {

@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import { LocalBackend } from './index.js';
 import { savePack } from '../../repo/pack.js';
 import { MemoryBackend } from '../memory/index.js';
-import { O_DIRECT, directIoFilesystem } from '../../aligned.js';
+import { O_DIRECT, directIoFilesystem, takeAligned } from '../../aligned.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -84,6 +84,35 @@ describe('local backend: packs past the page cache (O_DIRECT)', () => {
       // small objects still go through the page cache
       await savePack(b, 'a'.repeat(64), [Buffer.from('small')]);
       expect(b.directWrites).toBe(direct);
+    },
+  );
+
+  (reason ? it.skip : it)(
+    `writes a pack gathered in aligned memory in one call, padded and cut${reason ? ` (skipped: ${reason})` : ''}`,
+    async () => {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tm-local-gathered-'));
+      dirs.push(dir);
+      const b = new LocalBackend(dir);
+      await b.init();
+      const mem = takeAligned(8 * 1024 * 1024)!;
+      const probe = await fs.open(path.join(dir, 'probe'), 'w');
+      const handleProto = Object.getPrototypeOf(probe) as fs.FileHandle;
+      await probe.close();
+      for (const size of [4 * 1024 * 1024, 5 * 1024 * 1024 + 77]) {
+        crypto.randomFillSync(mem, 0, size);
+        mem.fill(0xee, size); // what lies past the pack must not reach the file
+        const whole = Buffer.from(mem.subarray(0, size));
+        const name = crypto.createHash('sha256').update(whole).digest('hex');
+        const write = vi.spyOn(handleProto, 'write');
+        await savePack(b, name, [mem.subarray(0, size)]);
+        const writes = write.mock.calls.length;
+        write.mockRestore();
+        expect((await b.load('data', name)).equals(whole)).toBe(true);
+        expect((await fs.stat(path.join(dir, 'data', name.slice(0, 2), name))).size).toBe(size);
+        // straight from the pack's memory, where a 1 MiB stage takes a write per MiB
+        if (await directIoFilesystem(dir)) expect(writes).toBe(1);
+      }
+      expect(b.directWrites).toBe((await directIoFilesystem(dir)) ? 2 : 0);
     },
   );
 

@@ -14,9 +14,11 @@ export class ReadOnlyError extends TidemarkError {
 
 export class ReadOnlyBackend implements Backend {
   readonly location: string;
+  readonly writeConcurrency?: number;
 
   constructor(readonly inner: Backend) {
     this.location = inner.location;
+    this.writeConcurrency = inner.writeConcurrency;
   }
 
   async save(type: ObjectType, name: string, _data?: Uint8Array, _options?: SaveOptions): Promise<void> {

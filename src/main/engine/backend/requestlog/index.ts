@@ -33,6 +33,7 @@ export interface RequestTotals {
 
 export class RequestLogBackend implements Backend {
   readonly location: string;
+  readonly writeConcurrency?: number;
   readonly totals: RequestTotals = {
     requests: 0,
     failed: 0,
@@ -56,6 +57,7 @@ export class RequestLogBackend implements Backend {
     private readonly now: () => number = Date.now,
   ) {
     this.location = inner.location;
+    this.writeConcurrency = inner.writeConcurrency;
     const withParts = inner as { saveParts?: RequestLogBackend['saveParts'] };
     if (withParts.saveParts) {
       const saveParts = withParts.saveParts.bind(inner);

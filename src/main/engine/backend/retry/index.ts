@@ -107,6 +107,7 @@ function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 export class RetryBackend implements Backend {
   readonly location: string;
+  readonly writeConcurrency?: number;
   private readonly maxAttempts: number;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
@@ -120,6 +121,7 @@ export class RetryBackend implements Backend {
     private readonly opts: RetryOptions = {},
   ) {
     this.location = inner.location;
+    this.writeConcurrency = inner.writeConcurrency;
     this.maxAttempts = Math.max(1, opts.maxAttempts ?? 8);
     this.baseDelayMs = opts.baseDelayMs ?? 200;
     this.maxDelayMs = opts.maxDelayMs ?? 20_000;

@@ -78,6 +78,7 @@ export class TokenBucket {
 
 export class ThrottleBackend implements Backend {
   readonly location: string;
+  readonly writeConcurrency?: number;
   private readonly up: TokenBucket;
   private readonly down: TokenBucket;
   private readonly ops: TokenBucket;
@@ -88,6 +89,7 @@ export class ThrottleBackend implements Backend {
     clock: Clock = realClock,
   ) {
     this.location = inner.location;
+    this.writeConcurrency = inner.writeConcurrency;
     this.up = new TokenBucket(limits.uploadBytesPerSec ?? 0, 0.5, clock);
     this.down = new TokenBucket(limits.downloadBytesPerSec ?? 0, 0.5, clock);
     this.ops = new TokenBucket(limits.requestsPerSec ?? 0, 1, clock);
