@@ -144,20 +144,13 @@ export class WorkerPool {
     return this.spareSealed.length;
   }
 
-  /** Up to n kept sealed-segment buffers, to move to a worker (ToWorker.spares, QueryReply.scratch). */
-  takeSpareSealed(n: number): ArrayBuffer[] | undefined {
-    if (!this.spareSealed.length) return undefined;
-    const taken = this.spareSealed.splice(0, n);
-    for (const b of taken) this.spareSealedBytes -= b.byteLength;
-    return taken;
-  }
-
   /**
-   * Up to n kept sealed-segment buffers for a worker, no more bytes than it has room for. A worker keeps
-   * WORKER_SCRATCH_BYTES of them and lets the rest go, and a buffer let go in a worker is freed only when
-   * its next collection finds it (rarely: its heap is tiny). Moved two at a time with every dedup answer,
-   * regardless, one worker let 138 MB of them go in a full backup of the bench dataset's large files,
-   * and peak RSS rose by ~60 MB when its reads got faster.
+   * Up to n kept sealed-segment buffers for a worker (moved with a task, ToWorker.spares, or a dedup
+   * answer, QueryReply.scratch), no more bytes than it has room for. A worker keeps
+   * WORKER_SCRATCH_BYTES of them and lets the rest go (which was then freed only when its next collection
+   * found it: rarely, its heap is tiny; see discardBuffer since). Moved two at a time with every dedup
+   * answer, regardless, one worker let 138 MB of them go in a full backup of the bench dataset's large
+   * files, and peak RSS rose by ~60 MB when its reads got faster.
    */
   private takeSpareSealedFor(pw: PooledWorker, n: number): ArrayBuffer[] | undefined {
     const taken: ArrayBuffer[] = [];
