@@ -129,7 +129,8 @@ export class WorkerPool {
   private readonly spareSealed: ArrayBuffer[] = [];
   private spareSealedBytes = 0;
 
-  /** Keeps the buffer of a sealed segment whose blobs are all written, for a worker's next task. */
+  /** Keeps the buffer of a sealed segment nothing refers to any more (its blobs copied into packs or
+   *  written), for a worker's next task; one there is no room for is freed. */
   keepSpareSealed(buf: ArrayBuffer): void {
     if (
       this.spareSealed.length >= MAX_SPARE_SEALED ||

@@ -101,9 +101,9 @@ const alignedBlockBytes = () => Math.ceil((init.chunker.max + 2 * MiB) / 65536) 
  * multi-MiB buffer is fresh memory from the kernel (the engine maps large allocations and unmaps them when
  * freed): AES writing sealed blobs into new buffers, reading small files into new ones and unmapping them
  * afterwards were ~0.5 CPU-s of a full backup of `npm run bench`'s dataset (perf: 346,000 page faults, then
- * ~180,000). A sealed segment's buffer comes back from the main thread once every pack holding its blobs is
- * written (Repository.returnBuffers, WorkerPool.keepSpareSealed), with a later task (ToWorker.spares) or
- * dedup answer (QueryReply.scratch); a small-file batch's read buffer is free as soon as it is sealed.
+ * ~180,000). A sealed segment's buffer comes back from the main thread once its blobs are copied into their data
+ * pack's buffer, or once a pack holding one as a view is written (Repository.returnBuffers,
+ * WorkerPool.keepSpareSealed), with a later task (ToWorker.spares) or dedup answer (QueryReply.scratch); a small-file batch's read buffer is free as soon as it is sealed.
  * Every buffer from 128 KiB on (glibc maps those afresh, see bin/malloc-env.mjs) gets whole MiBs: a batch
  * of small files (0.1–0.5 MiB read, as much sealed) used to get exactly its size, a buffer no later batch
  * fitted, so each batch mapped two new ones. With that and room for six buffers here (and 32 at the main
@@ -122,13 +122,13 @@ const MAX_SCRATCH = 16;
 // 64 MiB before fresh buffers came in huge pages (hugeShaped below): with those a fresh buffer is cheap
 // enough that keeping half as much made no difference in time or faults, and ~10 MB less peak RSS; 16
 // MiB since sealed buffers come back as soon as their blobs are in a pack's buffer (repo/pack.ts)
-const MAX_SCRATCH_BYTES = WORKER_SCRATCH_BYTES;
-/** What the pool may move here (FromWorker.room). */
+const MAX_SCRATCH_BYTES = WORKER_SCRATCH_BYTES; // shared with the pool, which moves no more (FromWorker.room)
 const scratchRoom = () => Math.max(0, MAX_SCRATCH_BYTES - scratch.reduce((n, b) => n + b.byteLength, 0));
 const MiB = 1024 * 1024;
 /** The capacity a buffer of `size` bytes gets: the exact size below 128 KiB, else whole 2 MiB less 4 KiB
  *  (hugeShaped) when at least 60% of that is used, else whole MiBs. A huge page is resident whole once
- *  touched at all, and sealed buffers are held until their pack is written: whole 2 MiB for every size
+ *  touched at all, and sealed buffers were held until their pack was written (since repo/pack.ts gathers
+ *  data packs, until their blobs are copied): whole 2 MiB for every size
  *  from 1 MiB on took a full backup of the bench dataset to 272-310 MB peak RSS (twelve runs), this rule
  *  to 267-291 (four runs alternating; 46,000-49,000 page faults instead of 38,000-41,000; at three
  *  quarters used or more, 51,000-58,000, about what whole MiBs alone cost). */
