@@ -6,11 +6,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { MemoryBackend } from '../../src/main/engine/backend/memory/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { prestartWorkers, prestartedCount } from '../../src/main/engine/workers/index.js';
+import { startDeferred } from '../../src/main/engine/workers/early.js';
 import { describeTree, expectSameTrees, randomBytes, tempDir, writeTree } from '../helpers/fixtures.js';
 
 describe('prestarted worker threads', () => {
@@ -38,5 +40,27 @@ describe('prestarted worker threads', () => {
     const r = await restore(repo, { snapshot: second.snapshot.id, target: out, workers: 2 });
     expect(r.errors).toEqual([]);
     expectSameTrees(await describeTree(src), await describeTree(path.join(out, src)));
+  });
+
+  it('started by another copy of the starter (the CLI launcher’s bundle) are the ones the engine adopts', async () => {
+    // a second instance of the module, as the launcher's bundle has its own
+    const other = (await import(
+      /* @vite-ignore */ `../../src/main/engine/workers/early.ts?launcher=${Date.now()}`
+    )) as typeof import('../../src/main/engine/workers/early.js');
+    expect(other.startDeferred).not.toBe(startDeferred); // really another copy
+    const tsxBoot = path.resolve(import.meta.dirname, '../../src/main/engine/workers/tsxBoot.mjs');
+    const entry = pathToFileURL(
+      path.resolve(import.meta.dirname, '../../src/main/engine/workers/pipelineWorker.ts'),
+    ).href;
+    other.startDeferred(tsxBoot, { __entry: entry }, 2);
+    expect(prestartedCount()).toBe(2); // seen by the engine's copy
+    prestartWorkers(2); // enough wait: none more
+    expect(prestartedCount()).toBe(2);
+    const work = await tempDir('tm-prestart-early-');
+    const src = path.join(work, 'src');
+    await writeTree(src, { 'a.bin': randomBytes(300_000, 1) });
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    await backup(repo, { paths: [src], workers: 2, compressionLevel: 2, forceFull: true });
+    expect(prestartedCount()).toBe(0); // the pool took both
   });
 });
