@@ -1136,7 +1136,32 @@ static Napi::Value ReadThreadsStarted(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// Asks Linux for transparent huge pages behind an ArrayBuffer's memory (madvise MADV_HUGEPAGE; the
+// system's THP mode "madvise" gives them only on request). For the WebAssembly memories the engine keeps
+// as aligned buffers (src/main/engine/aligned.ts): V8 maps those itself, so glibc's hugetlb tunable does
+// not reach them, and each fresh 4 KiB page of a pack's buffer or a read block cost a fault. Returns 0 or
+// an errno (EINVAL where the kernel has no THP); -1 elsewhere than Linux.
+static Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsArrayBuffer()) {
+    Napi::TypeError::New(info.Env(), "adviseHugePages(arrayBuffer)").ThrowAsJavaScriptException();
+    return info.Env().Undefined();
+  }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  auto ab = info[0].As<Napi::ArrayBuffer>();
+  uintptr_t start = reinterpret_cast<uintptr_t>(ab.Data());
+  size_t len = ab.ByteLength();
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0 || start % static_cast<uintptr_t>(page) != 0 || len == 0)
+    return Napi::Number::New(info.Env(), EINVAL);
+  int rc = madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);
+  return Napi::Number::New(info.Env(), rc == 0 ? 0 : errno);
+#else
+  return Napi::Number::New(info.Env(), -1);
+#endif
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
   exports.Set("readThreadsStarted", Napi::Function::New(env, ReadThreadsStarted));
   exports.Set("writeWhole", Napi::Function::New(env, WriteWhole));
   exports.Set("setTimes", Napi::Function::New(env, SetTimes));
