@@ -172,6 +172,9 @@ export interface RestoreResult {
   bytesRestored: number;
   skipped: number;
   errors: RestoreError[];
+  /** Of bytesRestored, those written past the page cache (direct I/O: long runs of large files' pieces,
+   *  where the target is on a local disk). */
+  bytesWrittenDirect?: number;
 }
 
 export interface CheckProblem {

@@ -33,6 +33,7 @@ import {
 } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 import { setTimes } from './times.js';
+import { directIoFilesystem } from '../aligned.js';
 
 /** A file to write. A million-file restore holds tens of thousands at once (up to `planLimit` pieces),
  *  so it holds what the writes and the metadata need, not its tree node (let go once its pieces are
@@ -507,6 +508,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     };
 
     // ---- content: pack ranges, in the order the batches queued them -----------------------------
+    // long runs of a file's pieces are written past the page cache where the target is on a local disk
+    // (the workers' PartWriter)
+    let direct: boolean | undefined;
+    let directBytes = 0;
     const runJob = async ({ pack, blobs, uses }: PackJob) => {
       blobs.sort((a, b) => a.loc.offset - b.loc.offset);
       for (const range of coalesce(blobs)) {
@@ -564,12 +569,14 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         else {
           const { buffer, transfer } = decodeBuffer(data!);
           data = undefined;
+          direct ??= await directIoFilesystem(targetPath); // the target exists once a file is prepared
           result = await pool!.run<DecodeResult>(
-            { op: 'decode', buffer, items, chown: isRoot },
+            { op: 'decode', buffer, items, chown: isRoot, direct },
             undefined,
             transfer,
           );
           giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
+          directBytes += result.direct ?? 0;
         }
         items.forEach((it, i) => {
           const r = result.items[i];
@@ -696,6 +703,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       bytesRestored: chosen.bytes - failedTotals.bytes,
       skipped: skippedCount,
       errors,
+      bytesWrittenDirect: directBytes,
     };
   } finally {
     clearInterval(ticker);

@@ -77,6 +77,9 @@ export interface DecodeTask {
   }[];
   /** Set owner and group on written files (running as root). */
   chown?: boolean;
+  /** Write the whole blocks of long runs of `parts` past the page cache (O_DIRECT): the target folder
+   *  is on a local disk's filesystem (aligned.ts, directIoFilesystem). */
+  direct?: boolean;
 }
 
 export interface FileWrite {
@@ -217,6 +220,8 @@ export interface BackupFileResult {
 export interface DecodeResult {
   /** The task's buffer, moved back when the worker is done with it (for bufferPool.giveBuffer). */
   returned?: ArrayBuffer;
+  /** Bytes of parts written past the page cache (DecodeTask.direct). */
+  direct?: number;
   /** Per item: whether its blob opened and matched its ID; `writes` and `parts` (the outcome of each, null
    *  for written) only when one of them failed. Plaintexts never come back: the worker writes them. */
   items: (
