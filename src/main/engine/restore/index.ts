@@ -131,8 +131,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
   const changed = new Notify();
 
   try {
-    await repo.loadIndex(true); // pick up what other writers added
+    // the index (to pick up what other writers added) and the snapshot are read at the same time
+    const indexLoaded = repo.loadIndex(true);
+    indexLoaded.catch(() => {}); // awaited below (after a failure to find the snapshot: not at all)
     const snap = await repo.loadSnapshot(opts.snapshot);
+    await indexLoaded;
     emit();
     // the workers start while the plan is made
     pool = acquireDecodePool(repo.key, repo.config, opts.workers ?? defaultWorkerCount());
