@@ -35,10 +35,12 @@ await build({
     contents: [
       `import { reexecWithMallocEnv } from './bin/malloc-env.mjs';`,
       `import { fileURLToPath } from 'node:url';`,
-      `import { startEarlyWorkers } from './src/main/cli/early.ts';`,
+      `import { startEarlyKeyDerivation, startEarlyWorkers } from './src/main/cli/early.ts';`,
       `if (!reexecWithMallocEnv()) {`,
       `  process.env.UV_THREADPOOL_SIZE ??= '16';`,
-      // a backup's or restore's worker threads boot while the CLI loads (src/main/cli/early.ts)
+      // a backup's or restore's key derivation runs and its worker threads boot while the CLI loads
+      // (src/main/cli/early.ts)
+      `  startEarlyKeyDerivation(process.argv.slice(2));`,
       `  startEarlyWorkers(process.argv.slice(2), fileURLToPath(new URL('./pipelineWorker.js', import.meta.url)));`,
       `  await import('./cli.js');`,
       `}`,

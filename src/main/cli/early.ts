@@ -7,7 +7,12 @@
  * equal to program.ts's by a test). A wrong guess costs nothing but idle threads, stopped unused.
  */
 import '../engineHost.js'; // V8 flags and libuv's pool size, before any thread starts
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { defaultWorkerCount, startDeferred } from '../engine/workers/early.js';
+import { deriveKeyAhead, type KdfParams } from '../engine/crypto/kdf.js';
+import { passwordOfFile } from './password.js';
 
 /** The global options of program.ts that take a value (as separate arguments). */
 export const GLOBAL_VALUE_OPTIONS = [
@@ -48,4 +53,62 @@ export function startEarlyWorkers(argv: string[], workerFile: string): void {
   const { command, workers } = commandOf(argv);
   if (command === 'backup' || command === 'restore')
     startDeferred(workerFile, {}, workers ?? defaultWorkerCount());
+}
+
+/** The value of a global option (before the command) named `names`: `-r X`, `--repo X` or `--repo=X`. */
+export function globalOptionValue(argv: string[], names: string[]): string | undefined {
+  let value: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--' || !a.startsWith('-') || a === '-') break;
+    const eq = a.indexOf('=');
+    if (a.startsWith('--') && eq > 0 && names.includes(a.slice(0, eq))) value = a.slice(eq + 1);
+    else if (GLOBAL_VALUE_OPTIONS.includes(a)) {
+      if (names.includes(a)) value = argv[i + 1];
+      i++;
+    }
+  }
+  return value;
+}
+
+/** Where program.ts looks for the repository when neither --repo nor TIDEMARK_REPOSITORY names one (a
+ *  test holds the two equal). */
+export function defaultRepoLocationOf(env: NodeJS.ProcessEnv): string {
+  return (
+    env.TIDEMARK_REPOSITORY ??
+    path.join(env.TIDEMARK_HOME ?? path.join(os.homedir(), '.tidemark'), 'repository')
+  );
+}
+
+/**
+ * For a backup or restore of a repository in a folder, with its password in a file or the environment
+ * (where password.ts's getPassword finds it, in the same order): starts deriving the key of the
+ * repository's first key file (crypto/kdf.ts), which the CLI then takes instead of deriving it after it
+ * has loaded. Returns whether it did. Anything it cannot read (an object store, no key files, a prompt to
+ * come) is left to the CLI, which reports it.
+ */
+export function startEarlyKeyDerivation(argv: string[], env: NodeJS.ProcessEnv = process.env): boolean {
+  const { command } = commandOf(argv);
+  if (command !== 'backup' && command !== 'restore') return false;
+  try {
+    const location = globalOptionValue(argv, ['-r', '--repo']) ?? defaultRepoLocationOf(env);
+    if (/^s3:/i.test(location)) return false;
+    const passwordFile = globalOptionValue(argv, ['-p', '--password-file']) ?? env.TIDEMARK_PASSWORD_FILE;
+    const password =
+      passwordFile !== undefined ? passwordOfFile(readFileSync(passwordFile, 'utf8')) : env.TIDEMARK_PASSWORD;
+    if (password === undefined) return false;
+    const keys = path.join(location, 'keys');
+    // the first key file the repository lists (backend/local lists a folder's files in its order)
+    const first = readdirSync(keys, { withFileTypes: true }).find(
+      (e) => e.isFile() && !e.name.startsWith('.'),
+    );
+    if (!first) return false;
+    const params = (JSON.parse(readFileSync(path.join(keys, first.name), 'utf8')) as { params?: KdfParams })
+      .params;
+    if (!params || typeof params.salt !== 'string') return false;
+    deriveKeyAhead(password, params);
+    return true;
+  } catch {
+    return false;
+  }
 }

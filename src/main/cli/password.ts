@@ -6,6 +6,11 @@ export async function readPasswordFile(file: string): Promise<string> {
   const text = await fs.readFile(file, 'utf8').catch((err) => {
     throw new UsageError(`cannot read the password file ${file}: ${err.message}`);
   });
+  return passwordOfFile(text);
+}
+
+/** A password file's password: its text without one final line break. */
+export function passwordOfFile(text: string): string {
   return text.replace(/\r?\n$/, '');
 }
 

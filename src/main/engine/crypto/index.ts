@@ -34,12 +34,8 @@ export interface MasterKey {
   id: Buffer; // 32 bytes, BLAKE3 key
 }
 
-export interface KdfParams {
-  N: number;
-  r: number;
-  p: number;
-  salt: string; // base64
-}
+export { deriveKey, type KdfParams } from './kdf.js';
+import type { KdfParams } from './kdf.js';
 
 export class DecryptError extends Error {
   constructor(message = 'authentication failed') {
@@ -64,18 +60,6 @@ export function decodeMasterKey(b: Buffer): MasterKey {
 export function defaultKdfParams(): KdfParams {
   // ~100 ms and 32 MiB here: slow enough to hinder guessing, fast enough to open a repository instantly.
   return { N: 1 << 15, r: 8, p: 1, salt: crypto.randomBytes(32).toString('base64') };
-}
-
-export function deriveKey(password: string, params: KdfParams): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    crypto.scrypt(
-      password.normalize('NFC'),
-      Buffer.from(params.salt, 'base64'),
-      32,
-      { N: params.N, r: params.r, p: params.p, maxmem: 256 * params.N * params.r + 64 * 1024 * 1024 },
-      (err, key) => (err ? reject(err) : resolve(key)),
-    );
-  });
 }
 
 // Random nonces drawn from a pool refilled 1024 at a time (one getrandom call instead of one per blob);
