@@ -44,6 +44,10 @@ export interface Backend {
     parts: readonly Uint8Array[],
     options?: SaveOptions,
   ): Promise<void>;
+  /** Optional: the file an object is, where another thread of this process may read it itself (a
+   *  folder repository's; not through a wrapper that counts, limits or alters reads). A restore's decode
+   *  workers read pack ranges from it. */
+  localFile?(type: ObjectType, name: string): string | undefined;
   /** Reads a whole object, or `length` bytes from `offset`. Throws NotFoundError when missing. */
   load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer>;
   /** Size of an object. Throws NotFoundError when missing. */

@@ -517,16 +517,19 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     let directBytes = 0;
     const runJob = async ({ pack, blobs, uses }: PackJob) => {
       blobs.sort((a, b) => a.loc.offset - b.loc.offset);
+      // a folder repository's pack is read by the worker that decodes it (pipelineWorker's decodeFile)
+      const file = repo.backend.localFile?.('data', pack);
       for (const range of coalesce(blobs)) {
         let data: Buffer | undefined;
         let readError: string | undefined;
-        try {
-          data = await repo.backend.load('data', pack, range.start, range.end - range.start);
-          if (data.length !== range.end - range.start)
-            readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
-        } catch (err) {
-          readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
-        }
+        if (!file)
+          try {
+            data = await repo.backend.load('data', pack, range.start, range.end - range.start);
+            if (data.length !== range.end - range.start)
+              readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
+          } catch (err) {
+            readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
+          }
         // Files made of a single blob are written whole by the worker that decodes it (synchronous
         // calls, off this thread); pieces of other files are written by it too, at their offsets.
         const whole: PlannedFile[][] = [];
@@ -569,7 +572,18 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         });
         let result: DecodeResult;
         if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
-        else {
+        else if (file) {
+          direct ??= await directIoFilesystem(targetPath);
+          const length = range.end - range.start;
+          result = await pool!.run<DecodeResult>({
+            op: 'decode',
+            file: { path: file, offset: range.start, length, pack },
+            items,
+            chown: isRoot,
+            direct,
+          });
+          directBytes += result.direct ?? 0;
+        } else {
           const { buffer, transfer } = decodeBuffer(data!);
           data = undefined;
           direct ??= await directIoFilesystem(targetPath); // the target exists once a file is prepared

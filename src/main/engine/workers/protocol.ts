@@ -62,7 +62,10 @@ export interface SmallFilesResult {
 /** Blobs to open, all within one buffer read from a pack (sent once, transferred when possible). */
 export interface DecodeTask {
   op: 'decode';
-  buffer: Uint8Array;
+  /** The pack range the items lie in (their offsets are into it): given, or `file` for the worker to
+   *  read itself (a folder repository's pack, Backend.localFile). */
+  buffer?: Uint8Array;
+  file?: { path: string; offset: number; length: number; pack: string };
   items: {
     id: string;
     offset: number;

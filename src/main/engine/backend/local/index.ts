@@ -173,6 +173,10 @@ export class LocalBackend implements Backend {
     }
   }
 
+  localFile(type: ObjectType, name: string): string {
+    return this.pathOf(type, name);
+  }
+
   async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
     const p = this.pathOf(type, name);
     let fh: fs.FileHandle;

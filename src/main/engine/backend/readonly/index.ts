@@ -32,6 +32,9 @@ export class ReadOnlyBackend implements Backend {
   load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
     return this.inner.load(type, name, offset, length);
   }
+  localFile(type: ObjectType, name: string): string | undefined {
+    return this.inner.localFile?.(type, name);
+  }
   stat(type: ObjectType, name: string): Promise<ObjectInfo> {
     return this.inner.stat(type, name);
   }
