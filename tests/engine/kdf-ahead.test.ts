@@ -7,6 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
@@ -111,8 +112,12 @@ describe('key derivation started ahead', () => {
     );
     expect(derivationsAhead()).toBe(0);
 
-    // nothing started: other commands, no password yet (a prompt), an object store, no repository there
+    // nothing started: other commands, no password yet (a prompt), a password file that is a pipe (read
+    // once, by the CLI), an object store, no repository there
     const env = { TIDEMARK_PASSWORD: 'pw one' };
+    const fifo = path.join(dir, 'pw.fifo');
+    if (spawnSync('mkfifo', [fifo]).status === 0)
+      expect(startEarlyKeyDerivation(['-r', repoDir, '-p', fifo, 'backup', '/x'], env)).toBe(false);
     expect(startEarlyKeyDerivation(['-r', repoDir, 'snapshots'], env)).toBe(false);
     expect(startEarlyKeyDerivation(['-r', repoDir, 'backup', '/x'], {})).toBe(false);
     expect(startEarlyKeyDerivation(['-r', 's3:http://127.0.0.1:1/b', 'backup', '/x'], env)).toBe(false);

@@ -7,7 +7,7 @@
  * equal to program.ts's by a test). A wrong guess costs nothing but idle threads, stopped unused.
  */
 import '../engineHost.js'; // V8 flags and libuv's pool size, before any thread starts
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultWorkerCount, startDeferred } from '../engine/workers/early.js';
@@ -94,6 +94,8 @@ export function startEarlyKeyDerivation(argv: string[], env: NodeJS.ProcessEnv =
     const location = globalOptionValue(argv, ['-r', '--repo']) ?? defaultRepoLocationOf(env);
     if (/^s3:/i.test(location)) return false;
     const passwordFile = globalOptionValue(argv, ['-p', '--password-file']) ?? env.TIDEMARK_PASSWORD_FILE;
+    // only a regular file is read twice: a pipe (/dev/stdin, a shell's <(…)) is the CLI's to read
+    if (passwordFile !== undefined && !statSync(passwordFile).isFile()) return false;
     const password =
       passwordFile !== undefined ? passwordOfFile(readFileSync(passwordFile, 'utf8')) : env.TIDEMARK_PASSWORD;
     if (password === undefined) return false;
