@@ -18,12 +18,7 @@ import {
   dropDerivationsAhead,
 } from '../../src/main/engine/crypto/kdf.js';
 import { WrongPasswordError } from '../../src/main/engine/errors.js';
-import {
-  defaultRepoLocationOf,
-  globalOptionValue,
-  startEarlyKeyDerivation,
-} from '../../src/main/cli/early.js';
-import { defaultRepoLocation } from '../../src/main/cli/program.js';
+import { globalOptionValue, startEarlyKeyDerivation } from '../../src/main/cli/early.js';
 import { tempDir } from '../helpers/fixtures.js';
 
 const params = { N: 1024, r: 8, p: 1, salt: Buffer.alloc(32, 7).toString('base64') };
@@ -58,24 +53,6 @@ describe('key derivation started ahead', () => {
     expect(globalOptionValue(['-r', 'backup', 'restore'], ['-r', '--repo'])).toBe('backup');
     expect(globalOptionValue(['backup', '-r', '/e'], ['-r', '--repo'])).toBeUndefined();
     expect(globalOptionValue(['--json', 'backup'], ['-r', '--repo'])).toBeUndefined();
-  });
-
-  it('looks for the repository where the CLI does by default', () => {
-    const saved = { repo: process.env.TIDEMARK_REPOSITORY, home: process.env.TIDEMARK_HOME };
-    try {
-      delete process.env.TIDEMARK_REPOSITORY;
-      process.env.TIDEMARK_HOME = '/somewhere/home';
-      expect(defaultRepoLocationOf(process.env)).toBe(defaultRepoLocation());
-      process.env.TIDEMARK_REPOSITORY = '/named/repo';
-      expect(defaultRepoLocationOf(process.env)).toBe(defaultRepoLocation());
-    } finally {
-      for (const [k, v] of [
-        ['TIDEMARK_REPOSITORY', saved.repo],
-        ['TIDEMARK_HOME', saved.home],
-      ] as const)
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-    }
   });
 
   it('derives the key of a local repository for a backup or restore, and opening it takes that key', async () => {

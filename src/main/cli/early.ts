@@ -8,11 +8,11 @@
  */
 import '../engineHost.js'; // V8 flags and libuv's pool size, before any thread starts
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { defaultWorkerCount, startDeferred } from '../engine/workers/early.js';
 import { deriveKeyAhead, type KdfParams } from '../engine/crypto/kdf.js';
 import { passwordOfFile } from './password.js';
+import { defaultRepoLocation } from './locations.js';
 
 /** The global options of program.ts that take a value (as separate arguments). */
 export const GLOBAL_VALUE_OPTIONS = [
@@ -71,15 +71,6 @@ export function globalOptionValue(argv: string[], names: string[]): string | und
   return value;
 }
 
-/** Where program.ts looks for the repository when neither --repo nor TIDEMARK_REPOSITORY names one (a
- *  test holds the two equal). */
-export function defaultRepoLocationOf(env: NodeJS.ProcessEnv): string {
-  return (
-    env.TIDEMARK_REPOSITORY ??
-    path.join(env.TIDEMARK_HOME ?? path.join(os.homedir(), '.tidemark'), 'repository')
-  );
-}
-
 /**
  * For a backup or restore of a repository in a folder, with its password in a file or the environment
  * (where password.ts's getPassword finds it, in the same order): starts deriving the key of the
@@ -91,7 +82,7 @@ export function startEarlyKeyDerivation(argv: string[], env: NodeJS.ProcessEnv =
   const { command } = commandOf(argv);
   if (command !== 'backup' && command !== 'restore') return false;
   try {
-    const location = globalOptionValue(argv, ['-r', '--repo']) ?? defaultRepoLocationOf(env);
+    const location = globalOptionValue(argv, ['-r', '--repo']) ?? defaultRepoLocation(env);
     if (/^s3:/i.test(location)) return false;
     const passwordFile = globalOptionValue(argv, ['-p', '--password-file']) ?? env.TIDEMARK_PASSWORD_FILE;
     // only a regular file is read twice: a pipe (/dev/stdin, a shell's <(…)) is the CLI's to read

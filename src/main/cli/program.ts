@@ -53,13 +53,8 @@ export interface GlobalOptions {
   limitDownload?: number;
 }
 
-export function tidemarkHome(): string {
-  return process.env.TIDEMARK_HOME ?? path.join(os.homedir(), '.tidemark');
-}
-
-export function defaultRepoLocation(): string {
-  return process.env.TIDEMARK_REPOSITORY ?? path.join(tidemarkHome(), 'repository');
-}
+import { defaultRepoLocation, tidemarkHome } from './locations.js';
+export { defaultRepoLocation, tidemarkHome };
 
 const fmtBytes = (n: number) => {
   const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
