@@ -571,9 +571,9 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             if (!u.file.failed) (it.parts ??= []).push({ path: u.file.abs, offset: u.offset });
         });
         let result: DecodeResult;
+        direct ??= await directIoFilesystem(targetPath); // the target exists once a file is prepared
         if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
         else if (file) {
-          direct ??= await directIoFilesystem(targetPath);
           const length = range.end - range.start;
           result = await pool!.run<DecodeResult>({
             op: 'decode',
@@ -586,7 +586,6 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         } else {
           const { buffer, transfer } = decodeBuffer(data!);
           data = undefined;
-          direct ??= await directIoFilesystem(targetPath); // the target exists once a file is prepared
           result = await pool!.run<DecodeResult>(
             { op: 'decode', buffer, items, chown: isRoot, direct },
             undefined,

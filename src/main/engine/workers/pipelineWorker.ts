@@ -1071,6 +1071,8 @@ let directRefused = false; // the target's filesystem or device said no to O_DIR
  * always go through the cache.
  */
 class PartWriter {
+  /** `direct`: the task's DecodeTask.direct. */
+  constructor(private readonly direct = false) {}
   private fds = new Map<string, number>();
   private directFds = new Map<string, number>();
   /** Bytes written past the page cache. */
@@ -1087,13 +1089,7 @@ class PartWriter {
   };
 
   /** Queues `plain` for `part`; the outcome lands in results[i] (null: written or a hole) once flushed. */
-  add(
-    part: { path: Uint8Array; offset: number },
-    plain: Buffer,
-    results: WriteError[],
-    i: number,
-    direct = false,
-  ): void {
+  add(part: { path: Uint8Array; offset: number }, plain: Buffer, results: WriteError[], i: number): void {
     results[i] = null;
     if (allZero(plain)) return;
     const key = Buffer.from(part.path.buffer, part.path.byteOffset, part.path.byteLength).toString('latin1');
@@ -1102,7 +1098,7 @@ class PartWriter {
     if (!fits || run!.len + plain.length > STAGING_MAX) {
       this.flush();
       // a blob larger than STAGING_MAX (see below) is written through the cache, from a buffer of its own
-      const d = direct && !directRefused && O_DIRECT !== undefined && plain.length <= STAGING_MAX;
+      const d = this.direct && !directRefused && O_DIRECT !== undefined && plain.length <= STAGING_MAX;
       run = this.run = {
         key,
         path: part.path,
@@ -1267,7 +1263,7 @@ function takeRangeBuffer(size: number): Buffer {
 }
 
 function decode(task: DecodeTask, data = task.buffer!): { result: DecodeResult; transfer: ArrayBuffer[] } {
-  const writer = new PartWriter();
+  const writer = new PartWriter(!!task.direct);
   let items: DecodeResult['items'];
   try {
     items = decodeItems(task, data, writer);
@@ -1316,7 +1312,7 @@ function decodeItems(task: DecodeTask, data: Uint8Array, writer: PartWriter): De
     let parts: WriteError[] | undefined;
     if (it.parts) {
       parts = new Array<WriteError>(it.parts.length);
-      for (let j = 0; j < it.parts.length; j++) writer.add(it.parts[j], plain, parts, j, !!task.direct);
+      for (let j = 0; j < it.parts.length; j++) writer.add(it.parts[j], plain, parts, j);
     }
     return { ok: true as const, writes, parts };
   });
