@@ -15,7 +15,7 @@ import { discardBuffer } from '../bufferPool.js';
 import { mtimeMsOf, sameMtime } from '../scan/stat.js';
 import { listDir } from '../scan/listDir.js';
 import { FastCDC, gearTable } from '../chunk/index.js';
-import { blobId, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
+import { blobId, blobIdHex, openTransient, seal, sealInto, OVERHEAD } from '../crypto/index.js';
 import {
   CompressionProbe,
   maybeCompressTransient,
@@ -1295,7 +1295,7 @@ function decodeItems(task: DecodeTask, data: Uint8Array, writer: PartWriter): De
         return { ok: false as const, message: 'the pack is shorter than its index says' };
       plain = openTransient(encKey, data.subarray(it.offset, it.offset + it.length), idBuf);
       if (it.compressed) plain = decompressTransient(plain, it.rawLength); // used before the next item
-      if (!blobId(idKey, plain).equals(idBuf))
+      if (blobIdHex(idKey, plain) !== it.id)
         return { ok: false as const, message: 'content does not match its ID' };
     } catch (err) {
       return { ok: false as const, message: (err as Error).message };
