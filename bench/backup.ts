@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --scale N] [-- --small-files N] [-- --dir DIR] [-- --no-restic] [-- --restore-in-place]`
+ * `npm run bench [-- --scale N] [-- --small-files N] [-- --dir DIR] [-- --no-restic] [-- --restore-in-place]
+ *   [-- --repeat N]`
  * Full backup, no-change backup and full restore of a deterministic dataset with Tidemark and, when
  * installed, restic on the same data in the same run. Prints wall seconds, MB/s, files/s, CPU %, peak
  * RSS, bytes read from the source, repository size, and (Tidemark) the event-loop delay of the process
@@ -33,6 +34,9 @@ const base = path.resolve(opt('dir', '/var/tmp/tidemark-bench')!);
 const withRestic = !args.includes('--no-restic') && spawnSync('restic', ['version']).status === 0;
 const workers = opt('workers');
 const restoreInPlace = args.includes('--restore-in-place');
+/** Rounds: each measures every step of both tools again (a fresh repository each), Tidemark's then
+ *  restic's, so each round's ratios compare runs minutes apart; the summary gives their medians. */
+const repeat = Math.max(1, Math.floor(Number(opt('repeat', '1'))) || 1);
 const root = path.resolve(import.meta.dirname, '..');
 
 function dropCaches(): boolean {
@@ -69,12 +73,7 @@ async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Pr
   if (code !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')} failed (${code}): ${stderr.slice(-2000)}`);
   const timing = await fs.readFile(timeFile, 'utf8');
   await fs.rm(timeFile, { force: true });
-  const [wall, user, sys, rss] = timing
-    .trim()
-    .split('\n')
-    .pop()!
-    .split(' ')
-    .map(Number);
+  const [wall, user, sys, rss] = timing.trim().split('\n').pop()!.split(' ').map(Number);
   let stats;
   try {
     stats = JSON.parse(await fs.readFile(statsFile, 'utf8'));
@@ -187,6 +186,7 @@ async function restoreTarget(name: string, files: number, bytes: number): Promis
 }
 
 interface Row {
+  round: number;
   tool: string;
   step: string;
   m: Measure;
@@ -223,46 +223,38 @@ async function main() {
   const rows: Row[] = [];
   const mb = (n: number) => n / 1e6;
 
-  // ---- Tidemark ----
-  const tmRepo = path.join(base, 'tm-repo');
-  await fs.rm(tmRepo, { recursive: true, force: true });
   // the malloc settings every launcher gives the engine (bin/malloc-env.mjs), set here directly so the
   // measured process is the engine itself, not a launcher waiting for it
   const env = withMallocEnv({ ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' });
   // the bundled CLI, as installed apps run it (no TypeScript loader in the measurement)
   spawnSync(process.execPath, [path.join(root, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
+  const tmRepo = path.join(base, 'tm-repo');
   const tm = (a: string[]) => [path.join(root, 'out/cli/tidemark.js'), '-r', tmRepo, '--json', ...a];
-  spawnSync(process.execPath, tm(['init']), { env });
   const wargs = workers ? ['--workers', workers] : [];
-  for (const step of ['full backup', 'no-change backup']) {
-    dropCaches();
-    const m = await timed(process.execPath, tm(['backup', data.root, ...wargs]), env);
-    const j = JSON.parse(m.stdout);
-    rows.push({
-      tool: 'tidemark',
-      step,
-      m,
-      mbps: mb(data.bytes) / m.wall,
-      filesPerSec: data.files / m.wall,
-      bytesRead: j.snapshot.stats.bytesRead,
-      repoBytes: await dirBytes(tmRepo),
-    });
-  }
+  const renv = {
+    ...process.env,
+    RESTIC_PASSWORD: 'bench',
+    RESTIC_CACHE_DIR: path.join(base, 'restic-cache'),
+  };
+  const rRepo = path.join(base, 'restic-repo');
+
   /** A full restore into a fresh target, timed (page cache dropped), its bytes checked against the source. */
   const measureRestore = async (
+    round: number,
     tool: string,
     cmd: string,
     cmdArgs: (dir: string) => string[],
     e: NodeJS.ProcessEnv,
   ) => {
     const out = await restoreTarget(`${tool}-restore`, data.files, data.bytes);
-    if (tool === 'tidemark') console.log(`restore targets: ${out.how}`);
+    if (tool === 'tidemark' && round === 1) console.log(`restore targets: ${out.how}`);
     dropCaches();
     const m = await timed(cmd, cmdArgs(out.dir), e);
     // both tools restore the full original path under the target
     const ok = same(expected, await hashTree(path.join(out.dir, data.root)));
     await out.cleanup();
     rows.push({
+      round,
       tool,
       step: 'full restore',
       m,
@@ -271,22 +263,37 @@ async function main() {
       note: ok ? 'restored bytes verified equal' : 'RESTORED BYTES DIFFER',
     });
   };
-  await measureRestore(
-    'tidemark',
-    process.execPath,
-    (dir) => tm(['restore', 'latest', '--target', dir, ...wargs]),
-    env,
-  );
 
-  // ---- restic ----
-  if (withRestic) {
-    const rRepo = path.join(base, 'restic-repo');
+  for (let round = 1; round <= repeat; round++) {
+    // ---- Tidemark ----
+    await fs.rm(tmRepo, { recursive: true, force: true });
+    spawnSync(process.execPath, tm(['init']), { env });
+    for (const step of ['full backup', 'no-change backup']) {
+      dropCaches();
+      const m = await timed(process.execPath, tm(['backup', data.root, ...wargs]), env);
+      const j = JSON.parse(m.stdout);
+      rows.push({
+        round,
+        tool: 'tidemark',
+        step,
+        m,
+        mbps: mb(data.bytes) / m.wall,
+        filesPerSec: data.files / m.wall,
+        bytesRead: j.snapshot.stats.bytesRead,
+        repoBytes: await dirBytes(tmRepo),
+      });
+    }
+    await measureRestore(
+      round,
+      'tidemark',
+      process.execPath,
+      (dir) => tm(['restore', 'latest', '--target', dir, ...wargs]),
+      env,
+    );
+
+    // ---- restic ----
+    if (!withRestic) continue;
     await fs.rm(rRepo, { recursive: true, force: true });
-    const renv = {
-      ...process.env,
-      RESTIC_PASSWORD: 'bench',
-      RESTIC_CACHE_DIR: path.join(base, 'restic-cache'),
-    };
     await fs.rm(renv.RESTIC_CACHE_DIR, { recursive: true, force: true });
     spawnSync('restic', ['-r', rRepo, 'init'], { env: renv });
     for (const step of ['full backup', 'no-change backup']) {
@@ -298,6 +305,7 @@ async function main() {
         .map((l) => JSON.parse(l))
         .find((x) => x.message_type === 'summary');
       rows.push({
+        round,
         tool: 'restic',
         step,
         m,
@@ -308,6 +316,7 @@ async function main() {
       });
     }
     await measureRestore(
+      round,
       'restic',
       'restic',
       (dir) => ['-r', rRepo, 'restore', 'latest', '--target', dir],
@@ -317,15 +326,18 @@ async function main() {
 
   // ---- report ----
   const pad = (s: string, n: number) => s.padStart(n);
+  const rounds = repeat > 1;
   console.log(
     '\n' +
+      (rounds ? 'round ' : '') +
       ['tool', 'step', 'wall s', 'MB/s', 'files/s', 'CPU %', 'peak RSS MiB', 'read MB', 'repo MB']
         .map((h, i) => (i < 2 ? h.padEnd(i ? 17 : 9) : pad(h, 12)))
         .join(''),
   );
   for (const r of rows) {
     console.log(
-      r.tool.padEnd(9) +
+      (rounds ? String(r.round).padEnd(6) : '') +
+        r.tool.padEnd(9) +
         r.step.padEnd(17) +
         pad(r.m.wall.toFixed(2), 12) +
         pad(r.mbps.toFixed(0), 12) +
@@ -337,20 +349,41 @@ async function main() {
         (r.note ? `  ${r.note}` : ''),
     );
   }
-  const full = rows.find((r) => r.tool === 'tidemark' && r.step === 'full backup')!;
-  console.log(
-    `\nevent-loop delay during the full backup (engine process): p50 ${delay(full.m.stats?.eventLoopDelayMs.p50)} ms, p99 ${delay(full.m.stats?.eventLoopDelayMs.p99)} ms, max ${delay(full.m.stats?.eventLoopDelayMs.max)} ms`,
-  );
+  const row = (round: number, tool: string, step: string) =>
+    rows.find((r) => r.round === round && r.tool === tool && r.step === step)!;
+  const all = Array.from({ length: repeat }, (_, i) => i + 1);
+  const listed = (xs: number[], digits: number) =>
+    rounds ? ` (rounds: ${xs.map((x) => x.toFixed(digits)).join(', ')})` : '';
+  console.log('');
+  for (const round of all) {
+    const full = row(round, 'tidemark', 'full backup');
+    console.log(
+      `event-loop delay during the full backup (engine process)${rounds ? `, round ${round}` : ''}: p50 ${delay(full.m.stats?.eventLoopDelayMs.p50)} ms, p99 ${delay(full.m.stats?.eventLoopDelayMs.p99)} ms, max ${delay(full.m.stats?.eventLoopDelayMs.max)} ms`,
+    );
+  }
   if (withRestic) {
     for (const step of ['full backup', 'no-change backup', 'full restore']) {
-      const a = rows.find((r) => r.tool === 'tidemark' && r.step === step)!;
-      const b = rows.find((r) => r.tool === 'restic' && r.step === step)!;
-      console.log(`${step}: tidemark is ${(b.m.wall / a.m.wall).toFixed(2)}x as fast as restic`);
+      const ratios = all.map(
+        (round) => row(round, 'restic', step).m.wall / row(round, 'tidemark', step).m.wall,
+      );
+      console.log(
+        `${step}: tidemark is ${median(ratios).toFixed(2)}x as fast as restic${rounds ? ' (median of the rounds)' : ''}${listed(ratios, 2)}`,
+      );
     }
-    const a = rows.find((r) => r.tool === 'tidemark' && r.step === 'full backup')!;
-    const b = rows.find((r) => r.tool === 'restic' && r.step === 'full backup')!;
-    console.log(`repository size: tidemark/restic = ${((a.repoBytes ?? 0) / (b.repoBytes ?? 1)).toFixed(3)}`);
+    const sizes = all.map(
+      (round) =>
+        (row(round, 'tidemark', 'full backup').repoBytes ?? 0) /
+        (row(round, 'restic', 'full backup').repoBytes ?? 1),
+    );
+    console.log(`repository size: tidemark/restic = ${median(sizes).toFixed(3)}${listed(sizes, 3)}`);
   }
+}
+
+/** The middle value (the mean of the middle two for an even count). */
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 await main();
