@@ -7,6 +7,7 @@
 import { describe, it, expect } from 'vitest';
 import path from 'node:path';
 import fs from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
 import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
@@ -208,4 +209,37 @@ describe('restore plan', () => {
     expect(await fs.readFile(path.join(target, src, rel, 'ok.txt'), 'utf8')).toBe('fits');
     expect(await fs.readFile(path.join(target, src, 'top.txt'), 'utf8')).toBe('fits too');
   });
+
+  // A piece of a larger file that cannot be written (here: the target filesystem is full) fails that file,
+  // by its path, and not the whole files written beside it. Needs a small filesystem of its own: root
+  // mounts a 2 MiB tmpfs.
+  const canMount = process.getuid?.() === 0 && process.platform === 'linux';
+  it.skipIf(!canMount)(
+    'reports a large file whose pieces could not be written, and restores the small ones',
+    async () => {
+      const work = await tempDir('tm-plan-');
+      const src = path.join(work, 'src');
+      await writeTree(src, { 'big.bin': randomBytes(6 * 1024 * 1024, 7), 'small.txt': 'fits' });
+      const repo = await Repository.init(new LocalBackend(path.join(work, 'repo')), 'pw', {
+        kdf: { N: 1024 },
+      });
+      const { snapshot } = await backup(repo, { paths: [src] });
+      const target = path.join(work, 'small-fs');
+      await fs.mkdir(target);
+      const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', target], {
+        encoding: 'utf8',
+      });
+      expect(mounted.status, mounted.stderr).toBe(0);
+      try {
+        const r = await restore(repo, { snapshot: snapshot.id, target });
+        expect(r.errors).toHaveLength(1);
+        expect(r.errors[0]).toMatchObject({ path: path.join(src, 'big.bin'), code: 'ENOSPC' });
+        expect(r.filesRestored).toBe(1);
+        expect(await fs.readFile(path.join(target, src, 'small.txt'), 'utf8')).toBe('fits');
+        expect(await exists(path.join(target, src, 'big.bin'))).toBe(false); // a failed file is removed
+      } finally {
+        spawnSync('umount', [target]);
+      }
+    },
+  );
 });

@@ -37,9 +37,8 @@ function outcome(
   ns = NS,
 ) {
   const file = path.join(dir, name);
-  const w = { path: Buffer.from(file), mode, mtimeNs: ns.toString(), uid: owner, gid: owner && owner + 1 };
   try {
-    m.writeWholeFile(w, data, owner !== undefined);
+    m.writeWholeFile(Buffer.from(file), mode, owner, owner ? owner + 1 : 0, ns, data);
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     return { error: e.message.replace(dir, '<dir>'), code: e.code };

@@ -17,6 +17,7 @@ import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
 import { acquireDecodePool, releasePool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
+import { outcomesOf, packDecodeItems } from '../workers/decodeBatch.js';
 
 export interface CheckOptions {
   readData?: boolean;
@@ -200,9 +201,13 @@ export async function check(repo: Repository, opts: CheckOptions = {}): Promise<
             rawLength: b.rawLength,
           }));
           const { buffer, transfer } = decodeBuffer(bytes);
-          const r = await pool.run<DecodeResult>({ op: 'decode', buffer, items }, undefined, transfer);
+          const packed = packDecodeItems(items);
+          const r = await pool.run<DecodeResult>({ op: 'decode', buffer, batch: packed.batch }, undefined, [
+            ...transfer,
+            ...packed.transfer,
+          ]);
           giveBuffer(r.returned);
-          r.items.forEach((res, j) => {
+          outcomesOf(items, r.failed).forEach((res, j) => {
             if (!res.ok)
               damaged.set(
                 items[j].id,

@@ -32,6 +32,7 @@ import {
   defaultWorkerCount,
 } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
+import { type DecodeItem, type DecodeOutcome, outcomesOf, packDecodeItems } from '../workers/decodeBatch.js';
 import { setTimes } from './times.js';
 import { directIoFilesystem } from '../aligned.js';
 
@@ -534,7 +535,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         // calls, off this thread); pieces of other files are written by it too, at their offsets.
         const whole: PlannedFile[][] = [];
         const pieces: Use[][] = [];
-        const items = range.blobs.map((b, i) => {
+        const items: DecodeItem[] = range.blobs.map((b, i) => {
           const all = uses.get(b.id) ?? [];
           const mine = all.filter(
             (u) => u.offset === 0 && u.file.single && !u.file.failed && !u.file.created,
@@ -559,7 +560,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
                   mtimeNs: f.mtimeNs,
                 }))
               : undefined,
-            parts: undefined as { path: Uint8Array; offset: number }[] | undefined,
+            parts: undefined,
           };
         });
         // files receiving pieces exist at their full size before a worker writes into them
@@ -570,32 +571,40 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           for (const u of pieces[i])
             if (!u.file.failed) (it.parts ??= []).push({ path: u.file.abs, offset: u.offset });
         });
-        let result: DecodeResult;
+        let outcomes: DecodeOutcome[];
         direct ??= await directIoFilesystem(targetPath); // the target exists once a file is prepared
-        if (readError) result = { items: items.map(() => ({ ok: false as const, message: readError! })) };
-        else if (file) {
-          const length = range.end - range.start;
-          result = await pool!.run<DecodeResult>({
-            op: 'decode',
-            file: { path: file, offset: range.start, length, pack },
-            items,
-            chown: isRoot,
-            direct,
-          });
+        if (readError) outcomes = items.map(() => ({ ok: false as const, message: readError! }));
+        else {
+          const { batch, transfer } = packDecodeItems(items);
+          let result: DecodeResult;
+          if (file) {
+            const length = range.end - range.start;
+            result = await pool!.run<DecodeResult>(
+              {
+                op: 'decode',
+                file: { path: file, offset: range.start, length, pack },
+                batch,
+                chown: isRoot,
+                direct,
+              },
+              undefined,
+              transfer,
+            );
+          } else {
+            const { buffer, transfer: moved } = decodeBuffer(data!);
+            data = undefined;
+            result = await pool!.run<DecodeResult>(
+              { op: 'decode', buffer, batch, chown: isRoot, direct },
+              undefined,
+              [...transfer, ...moved],
+            );
+            giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
+          }
           directBytes += result.direct ?? 0;
-        } else {
-          const { buffer, transfer } = decodeBuffer(data!);
-          data = undefined;
-          result = await pool!.run<DecodeResult>(
-            { op: 'decode', buffer, items, chown: isRoot, direct },
-            undefined,
-            transfer,
-          );
-          giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
-          directBytes += result.direct ?? 0;
+          outcomes = outcomesOf(items, result.failed);
         }
         items.forEach((it, i) => {
-          const r = result.items[i];
+          const r = outcomes[i];
           whole[i].forEach((f, k) => {
             f.remaining = 0;
             const err = r.ok ? r.writes?.[k] : { message: r.message };
@@ -618,7 +627,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         const complete: PlannedFile[] = [];
         let shown: PlannedFile | undefined;
         items.forEach((it, i) => {
-          const r = result.items[i];
+          const r = outcomes[i];
           let k = 0;
           for (const use of pieces[i]) {
             const f = use.file;

@@ -22,7 +22,6 @@ import {
 } from 'node:fs';
 import { getSystemErrorMap } from 'node:util';
 import { loadNativeAddon } from '../native.js';
-import type { FileWrite } from '../workers/protocol.js';
 import { setTimesFdSync } from './times.js';
 
 interface WholeWriter {
@@ -61,25 +60,32 @@ export function allZero(b: Buffer): boolean {
   return true;
 }
 
-/** Writes file `w` whole with `plain` as its content (see above); throws an fs error. */
-export function writeWholeFile(w: FileWrite, plain: Buffer, chown: boolean): void {
-  const mode = w.mode & 0o7777;
+/** Writes the file at `path` whole with `plain` as its content (see above): permission bits `mode`, owner
+ *  `uid`:`gid` where a uid is given, times `mtimeNs`. Throws an fs error. */
+export function writeWholeFile(
+  path: Uint8Array,
+  mode: number,
+  uid: number | undefined,
+  gid: number,
+  mtimeNs: bigint,
+  plain: Buffer,
+): void {
+  mode &= 0o7777;
   // the creation mode carries the bits when the umask keeps them all and none is special
   const modeByCreation = mode === (mode & 0o777 & ~UMASK);
   if (native) {
-    const uid = chown && w.uid !== undefined ? w.uid : -1;
-    const r = native(w.path, plain, mode, !modeByCreation, uid, w.gid ?? 0, BigInt(w.mtimeNs));
+    const r = native(path, plain, mode, !modeByCreation, uid ?? -1, gid, mtimeNs);
     if (r === 0) return;
     const errno = Math.floor(r / 8);
     const [code, text] = (errorMap ??= getSystemErrorMap()).get(-errno) ?? [`E${errno}`, 'unknown error'];
-    const shown = Buffer.from(w.path.buffer, w.path.byteOffset, w.path.byteLength).toString();
+    const shown = Buffer.from(path.buffer, path.byteOffset, path.byteLength).toString();
     throw Object.assign(new Error(`${code}: ${text}, ${WRITE_STEPS[r % 8]} '${shown}'`), {
       code,
       errno: -errno,
       syscall: WRITE_STEPS[r % 8],
     });
   }
-  const p = Buffer.from(w.path);
+  const p = Buffer.from(path);
   const base = FS.O_WRONLY | FS.O_CREAT | FS.O_TRUNC | FS.O_NOFOLLOW;
   let fd: number;
   let modeSet = false;
@@ -97,9 +103,9 @@ export function writeWholeFile(w: FileWrite, plain: Buffer, chown: boolean): voi
       let done = 0;
       while (done < plain.length) done += writeSync(fd, plain, done, plain.length - done, done);
     }
-    if (chown && w.uid !== undefined) fchownSync(fd, w.uid, w.gid ?? 0);
+    if (uid !== undefined) fchownSync(fd, uid, gid);
     if (!modeSet) fchmodSync(fd, mode);
-    setTimesFdSync(fd, w.mtimeNs);
+    setTimesFdSync(fd, String(mtimeNs));
   } finally {
     closeSync(fd);
   }

@@ -47,6 +47,7 @@ import type {
   WorkerInit,
 } from './protocol.js';
 import { segmentBuffers, WORKER_SCRATCH_BYTES } from './protocol.js';
+import { BLOB_FIELDS, PART_FIELDS, WRITE_FIELDS, type DecodeFailures } from './decodeBatch.js';
 
 // The pool's settings: in workerData, or, for a thread started ahead of its pool (prestartWorkers in
 // ./index.ts: booting a thread overlaps with opening the repository), in an 'init' message that comes
@@ -1048,8 +1049,6 @@ async function listFolder(task: ListDirTask): Promise<ListDirResult> {
   return error ? { error, names, stats } : { names, stats };
 }
 
-type WriteError = { message: string; code?: string } | null;
-
 let stagingBuf: Buffer | undefined; // reused from task to task
 let alignedStaging: Buffer | undefined; // the same for runs written past the page cache, kept for good
 let directRefused = false; // the target's filesystem or device said no to O_DIRECT: buffered from then on
@@ -1085,28 +1084,31 @@ class PartWriter {
     /** Where the run starts in its staging buffer: offset % ALIGN when gathered for a direct write. */
     lead: number;
     direct: boolean;
-    slots: [WriteError[], number][];
+    /** The parts gathered in it (their indices in the task's batch), for their outcome. */
+    slots: number[];
+    failed: DecodeFailures;
   };
 
-  /** Queues `plain` for `part`; the outcome lands in results[i] (null: written or a hole) once flushed. */
-  add(part: { path: Uint8Array; offset: number }, plain: Buffer, results: WriteError[], i: number): void {
-    results[i] = null;
-    if (allZero(plain)) return;
-    const key = Buffer.from(part.path.buffer, part.path.byteOffset, part.path.byteLength).toString('latin1');
+  /** Queues `plain` for the piece of file `path` at `offset` (part i of the task's batch); once flushed, a
+   *  failure to write it lands in failed.parts. */
+  add(path: Uint8Array, offset: number, plain: Buffer, failed: DecodeFailures, i: number): void {
+    if (allZero(plain)) return; // a hole: the file was sized, nothing to write
+    const key = Buffer.from(path.buffer, path.byteOffset, path.byteLength).toString('latin1');
     let run = this.run;
-    const fits = run && run.key === key && run.offset + run.len === part.offset;
+    const fits = run && run.key === key && run.offset + run.len === offset;
     if (!fits || run!.len + plain.length > STAGING_MAX) {
       this.flush();
       // a blob larger than STAGING_MAX (see below) is written through the cache, from a buffer of its own
       const d = this.direct && !directRefused && O_DIRECT !== undefined && plain.length <= STAGING_MAX;
       run = this.run = {
         key,
-        path: part.path,
-        offset: part.offset,
+        path,
+        offset,
         len: 0,
-        lead: d ? part.offset % ALIGN : 0,
+        lead: d ? offset % ALIGN : 0,
         direct: d,
         slots: [],
+        failed,
       };
     }
     if (run!.direct) {
@@ -1125,7 +1127,7 @@ class PartWriter {
       plain.copy(stagingBuf, run!.len);
     }
     run!.len += plain.length;
-    run!.slots.push([results, i]);
+    run!.slots.push(i);
   }
 
   /** The file's descriptor in `fds` (opened with `flags`); a few dozen stay open per task. */
@@ -1167,7 +1169,7 @@ class PartWriter {
       }
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
-      for (const [results, i] of run.slots) results[i] = { message: e.message, code: e.code };
+      for (const i of run.slots) (run.failed.parts ??= []).push([i, e.message, e.code]);
     }
   }
 
@@ -1239,9 +1241,10 @@ async function decodeFile(task: DecodeTask): Promise<{ result: DecodeResult; tra
       }
     } catch (err) {
       const message = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
-      return { result: { items: task.items.map(() => ({ ok: false as const, message })) }, transfer: [] };
+      const blobs = Array.from({ length: task.batch.count }, (_, i): [number, string] => [i, message]);
+      return { result: { failed: { blobs } }, transfer: [] };
     }
-    // a short pack fails the items past its end (decodeItems)
+    // a short pack fails the blobs past its end (decodeBatch)
     return decode(task, buf.subarray(0, done));
   } finally {
     // kept for the next range; of more than MAX_RANGE_BUFFERS the smallest is let go
@@ -1264,58 +1267,74 @@ function takeRangeBuffer(size: number): Buffer {
 
 function decode(task: DecodeTask, data = task.buffer!): { result: DecodeResult; transfer: ArrayBuffer[] } {
   const writer = new PartWriter(!!task.direct);
-  let items: DecodeResult['items'];
+  const failed: DecodeFailures = {};
   try {
-    items = decodeItems(task, data, writer);
+    decodeBatch(task, data, writer, failed);
   } finally {
-    writer.close(); // the parts' outcomes are in their items once this returns
+    writer.close(); // the parts' outcomes are in `failed` once this returns
   }
-  // outcomes only where something failed: a result is cloned to the main thread object by object
-  const failed = (list?: WriteError[]) => (list?.some((e) => e !== null) ? list : undefined);
-  for (const r of items)
-    if (r.ok && (r.writes || r.parts)) {
-      r.writes = failed(r.writes);
-      r.parts = failed(r.parts);
-    }
-  const direct = writer.directBytes || undefined;
-  if (!task.buffer) return { result: { items, direct }, transfer: [] };
+  const result: DecodeResult = {
+    failed: failed.blobs || failed.writes || failed.parts ? failed : undefined,
+    direct: writer.directBytes || undefined,
+  };
+  if (!task.buffer) return { result, transfer: [] };
   // nothing refers to the task's buffer any more: back to the main thread
   const returned = task.buffer.buffer as ArrayBuffer;
-  if (task.buffer.byteOffset === 0 && returned.byteLength >= 1024 * 1024)
-    return { result: { items, returned, direct }, transfer: [returned] };
-  return { result: { items, direct }, transfer: [] };
+  if (task.buffer.byteOffset === 0 && returned.byteLength >= 1024 * 1024) {
+    result.returned = returned;
+    return { result, transfer: [returned] };
+  }
+  return { result, transfer: [] };
 }
 
-function decodeItems(task: DecodeTask, data: Uint8Array, writer: PartWriter): DecodeResult['items'] {
-  return task.items.map((it) => {
+/** Opens each blob of the task's batch (decrypt, decompress, check its ID) and writes the files made of it
+ *  and the pieces it fills, reading the batch's arrays in place (./decodeBatch.ts); failures go in `failed`. */
+function decodeBatch(task: DecodeTask, data: Uint8Array, writer: PartWriter, failed: DecodeFailures): void {
+  const { count, blobs, ids, idsHex, writes, mtimes, parts, paths } = task.batch;
+  const chown = !!task.chown;
+  for (let i = 0; i < count; i++) {
+    const b = i * BLOB_FIELDS;
+    const offset = blobs[b];
+    const length = blobs[b + 1];
     let plain: Buffer;
     try {
-      const idBuf = Buffer.from(it.id, 'hex');
-      if (it.offset + it.length > data.length)
-        return { ok: false as const, message: 'the pack is shorter than its index says' };
-      plain = openTransient(encKey, data.subarray(it.offset, it.offset + it.length), idBuf);
-      if (it.compressed) plain = decompressTransient(plain, it.rawLength); // used before the next item
-      if (blobIdHex(idKey, plain) !== it.id)
-        return { ok: false as const, message: 'content does not match its ID' };
+      if (offset + length > data.length) {
+        (failed.blobs ??= []).push([i, 'the pack is shorter than its index says']);
+        continue;
+      }
+      const id = Buffer.from(ids.buffer, ids.byteOffset + i * 32, 32);
+      plain = openTransient(encKey, data.subarray(offset, offset + length), id);
+      if (blobs[b + 3]) plain = decompressTransient(plain, blobs[b + 2]); // used before the next blob
+      if (!idsHex.startsWith(blobIdHex(idKey, plain), i * 64)) {
+        (failed.blobs ??= []).push([i, 'content does not match its ID']);
+        continue;
+      }
     } catch (err) {
-      return { ok: false as const, message: (err as Error).message };
+      (failed.blobs ??= []).push([i, (err as Error).message]);
+      continue;
     }
-    const writes = it.writes?.map((w) => {
+    for (let w = blobs[b + 4], end = w + blobs[b + 5]; w < end; w++) {
+      const o = w * WRITE_FIELDS;
       try {
-        writeWholeFile(w, plain, !!task.chown);
-        return null;
+        const uid = writes[o + 3];
+        writeWholeFile(
+          paths.subarray(writes[o], writes[o] + writes[o + 1]),
+          writes[o + 2],
+          chown && uid >= 0 ? uid : undefined,
+          writes[o + 4],
+          mtimes[w],
+          plain,
+        );
       } catch (err) {
         const e = err as NodeJS.ErrnoException;
-        return { message: e.message, code: e.code };
+        (failed.writes ??= []).push([w, e.message, e.code]);
       }
-    });
-    let parts: WriteError[] | undefined;
-    if (it.parts) {
-      parts = new Array<WriteError>(it.parts.length);
-      for (let j = 0; j < it.parts.length; j++) writer.add(it.parts[j], plain, parts, j);
     }
-    return { ok: true as const, writes, parts };
-  });
+    for (let p = blobs[b + 6], end = p + blobs[b + 7]; p < end; p++) {
+      const o = p * PART_FIELDS;
+      writer.add(paths.subarray(parts[o], parts[o] + parts[o + 1]), parts[o + 2], plain, failed, p);
+    }
+  }
 }
 
 port.on('message', (msg: ToWorker) => {

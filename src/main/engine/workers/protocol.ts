@@ -1,5 +1,6 @@
 /** Messages between the engine (main thread) and its CPU workers. */
 import type { EntryStat } from '../scan/index.js';
+import type { DecodeBatch, DecodeFailures } from './decodeBatch.js';
 
 export interface WorkerInit {
   encryptionKey: Uint8Array;
@@ -62,25 +63,16 @@ export interface SmallFilesResult {
 /** Blobs to open, all within one buffer read from a pack (sent once, transferred when possible). */
 export interface DecodeTask {
   op: 'decode';
-  /** The pack range the items lie in (their offsets are into it): given, or `file` for the worker to
+  /** The pack range the blobs lie in (their offsets are into it): given, or `file` for the worker to
    *  read itself (a folder repository's pack, Backend.localFile). */
   buffer?: Uint8Array;
   file?: { path: string; offset: number; length: number; pack: string };
-  items: {
-    id: string;
-    offset: number;
-    length: number;
-    compressed: boolean;
-    rawLength: number;
-    /** Restore: whole files made of just this blob, written by the worker (synchronous I/O). */
-    writes?: FileWrite[];
-    /** Restore: pieces of larger files, written by the worker at their offsets into files the main
-     *  thread already created and sized (all-zero blobs are not written, so holes stay sparse). */
-    parts?: { path: Uint8Array; offset: number }[];
-  }[];
+  /** The blobs, the whole files made of one of them and the pieces of larger files they fill
+   *  (./decodeBatch.ts). */
+  batch: DecodeBatch;
   /** Set owner and group on written files (running as root). */
   chown?: boolean;
-  /** Write the whole blocks of long runs of `parts` past the page cache (O_DIRECT): the target folder
+  /** Write the whole blocks of long runs of parts past the page cache (O_DIRECT): the target folder
    *  is on a local disk's filesystem (aligned.ts, directIoFilesystem). */
   direct?: boolean;
 }
@@ -225,16 +217,9 @@ export interface DecodeResult {
   returned?: ArrayBuffer;
   /** Bytes of parts written past the page cache (DecodeTask.direct). */
   direct?: number;
-  /** Per item: whether its blob opened and matched its ID; `writes` and `parts` (the outcome of each, null
-   *  for written) only when one of them failed. Plaintexts never come back: the worker writes them. */
-  items: (
-    | {
-        ok: true;
-        writes?: ({ message: string; code?: string } | null)[];
-        parts?: ({ message: string; code?: string } | null)[];
-      }
-    | { ok: false; message: string }
-  )[];
+  /** Blobs that did not open or match their ID, writes and parts that failed (decodeBatch.outcomesOf
+   *  reads them blob by blob). Plaintexts never come back: the worker writes them. */
+  failed?: DecodeFailures;
 }
 
 export type ToWorker =
