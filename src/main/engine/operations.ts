@@ -175,6 +175,8 @@ export interface RestoreResult {
   /** Of bytesRestored, those written past the page cache (direct I/O: long runs of large files' pieces,
    *  where the target is on a local disk). */
   bytesWrittenDirect?: number;
+  /** Bytes of pack ranges read past the page cache (direct I/O: a folder repository on a local disk). */
+  bytesReadDirect?: number;
 }
 
 export interface CheckProblem {

@@ -516,6 +516,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // (the workers' PartWriter)
     let direct: boolean | undefined;
     let directBytes = 0;
+    // and a folder repository's packs are read past it where its folder is on a local disk: a restore
+    // reads each range once (pipelineWorker's readDirect)
+    let readDirect: boolean | undefined;
+    let readDirectBytes = 0;
     const runJob = async ({ pack, blobs, uses }: PackJob) => {
       blobs.sort((a, b) => a.loc.offset - b.loc.offset);
       // a folder repository's pack is read by the worker that decodes it (pipelineWorker's decodeFile)
@@ -579,10 +583,11 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           let result: DecodeResult;
           if (file) {
             const length = range.end - range.start;
+            readDirect ??= await directIoFilesystem(file);
             result = await pool!.run<DecodeResult>(
               {
                 op: 'decode',
-                file: { path: file, offset: range.start, length, pack },
+                file: { path: file, offset: range.start, length, pack, direct: readDirect },
                 batch,
                 chown: isRoot,
                 direct,
@@ -601,6 +606,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
           }
           directBytes += result.direct ?? 0;
+          readDirectBytes += result.readDirect ?? 0;
           outcomes = outcomesOf(items, result.failed);
         }
         items.forEach((it, i) => {
@@ -729,6 +735,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       skipped: skippedCount,
       errors,
       bytesWrittenDirect: directBytes,
+      bytesReadDirect: readDirectBytes,
     };
   } finally {
     clearInterval(ticker);

@@ -66,7 +66,8 @@ export interface DecodeTask {
   /** The pack range the blobs lie in (their offsets are into it): given, or `file` for the worker to
    *  read itself (a folder repository's pack, Backend.localFile). */
   buffer?: Uint8Array;
-  file?: { path: string; offset: number; length: number; pack: string };
+  /** direct: read it past the page cache (the repository's folder is on a local disk's filesystem). */
+  file?: { path: string; offset: number; length: number; pack: string; direct?: boolean };
   /** The blobs, the whole files made of one of them and the pieces of larger files they fill
    *  (./decodeBatch.ts). */
   batch: DecodeBatch;
@@ -217,6 +218,8 @@ export interface DecodeResult {
   returned?: ArrayBuffer;
   /** Bytes of parts written past the page cache (DecodeTask.direct). */
   direct?: number;
+  /** Bytes of the range read past the page cache (DecodeTask.file.direct). */
+  readDirect?: number;
   /** Blobs that did not open or match their ID, writes and parts that failed (decodeBatch.outcomesOf
    *  reads them blob by blob). Plaintexts never come back: the worker writes them. */
   failed?: DecodeFailures;
