@@ -1316,7 +1316,7 @@ function keepRangeBuffer(buf: Buffer): void {
 }
 
 /** Buffers decodeFile reads into, kept from task to task (a fresh one costs a page fault per page). Two:
- *  a worker has one or two decode tasks at a time (the restore runs three). */
+ *  a worker has one or two decode tasks at a time (the restore runs four, restore/index.ts RESTORE_LOOPS). */
 const rangeBuffers: Buffer[] = [];
 const MAX_RANGE_BUFFERS = 2;
 function takeRangeBuffer(size: number): Buffer {
