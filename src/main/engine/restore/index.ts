@@ -41,6 +41,9 @@ import { directIoFilesystem } from '../aligned.js';
  *  planned), nor its path in the snapshot (`displayOf` derives it from `abs`). */
 interface PlannedFile extends Meta {
   abs: Buffer;
+  /** The folder it is restored into (latin1: one string shared by the folder's files), where the walk
+   *  knew it: whether this run made that folder is looked up by it. */
+  dir: string | undefined;
   /** Until its pieces are planned. */
   node?: TreeNode;
   size: number;
@@ -217,7 +220,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       const toWrite: PlannedFile[] = [];
       const existing: PlannedFile[] = [];
       for (const f of b.files)
-        (madeDirs.has(path.dirname(f.abs.toString('latin1'))) ? toWrite : existing).push(f);
+        (madeDirs.has(f.dir ?? path.dirname(f.abs.toString('latin1'))) ? toWrite : existing).push(f);
       await mapLimit(existing, 16, async (f) => {
         let st;
         try {
@@ -261,19 +264,21 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             continue;
           }
         }
-        let offset = 0;
-        const mine: [string, number, BlobLocation][] = [];
-        for (const id of contentIds(node)) {
-          const loc = repo.index.get(id);
+        const ids = contentIds(node);
+        const locs = new Array<BlobLocation>(ids.length);
+        for (let k = 0; k < ids.length; k++) {
+          const loc = repo.index.get(ids[k]);
           if (!loc) {
-            fail(f, `blob ${id.slice(0, 12)} is missing from the repository`);
+            fail(f, `blob ${ids[k].slice(0, 12)} is missing from the repository`);
             break;
           }
-          mine.push([id, offset, loc]);
-          offset += loc.rawLength;
+          locs[k] = loc;
         }
         if (f.failed) continue; // nothing of it is written (finished below removes what is in the way)
-        for (const [id, at, loc] of mine) {
+        let at = 0; // where the blob goes in the file
+        for (let k = 0; k < ids.length; k++) {
+          const id = ids[k];
+          const loc = locs[k];
           let plan = pending.get(loc.pack);
           if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
           let list = plan.uses.get(id);
@@ -282,6 +287,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
             plan.blobs.push({ id, loc });
           }
           list.push({ file: f, offset: at });
+          at += loc.rawLength;
           plan.count++;
           held++;
           if (!dispatched.has(loc.pack) && plan.blobs.length === blobsIn.get(loc.pack)) queue(loc.pack, plan);
@@ -375,7 +381,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     };
     /** Whether the walk goes into a path at all, and whether it lies inside what is restored (not above
      *  the relativeTo folder). */
+    const everything = includes.length === 0 && strip === '/';
+    const WHOLE = { wanted: true, underStrip: true };
     const placeOf = (childPath: string) => {
+      if (everything) return WHOLE; // a whole restore: every path is wanted and inside it
       const underStrip = strip === '/' || childPath === strip || childPath.startsWith(strip + '/');
       const aboveStrip = strip !== '/' && strip.startsWith(childPath + '/');
       return {
@@ -397,6 +406,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       if (signal?.aborted) throw new AbortedError();
       if (failure !== undefined) throw failure;
       const tree = await treeOf(treeId);
+      const dirKey = dirAbs?.toString('latin1');
       for (let i = tree.nodes.length - 1; i >= 0; i--) {
         const node = tree.nodes[i];
         if (
@@ -445,8 +455,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           continue;
         }
         if (!selected(childPath) || !underStrip) continue;
-        const abs =
-          dirAbs && isSafeName(raw) ? Buffer.concat([dirAbs, SEP, raw]) : targetOf(childPath, [...raws, raw]);
+        const inDir = dirAbs !== undefined && isSafeName(raw);
+        const abs = inDir ? Buffer.concat([dirAbs, SEP, raw]) : targetOf(childPath, [...raws, raw]);
         if (!abs) continue;
         matched = true;
         if (node.type === 'symlink')
@@ -478,6 +488,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           const count = contentCount(node);
           const f: PlannedFile = {
             abs,
+            dir: inDir ? dirKey : undefined,
             node,
             size: node.size ?? 0,
             mode: node.mode,
