@@ -249,11 +249,13 @@ class InotifyBackend : public LinuxReaderBase {
   void CheckLinks(int wd, const std::string &full, const std::string &name, bool arrived) {
     NameKey nk(wd, name);
     struct stat st;
-    if (lstat(full.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) {
-      int err = errno;
+    bool exists = lstat(full.c_str(), &st) == 0;
+    int err = errno;
+    if (!exists || S_ISDIR(st.st_mode)) {
       auto b = byName_.find(nk);
       if (b != byName_.end()) MarkNames(b->second);
-      if (arrived && err == ENOENT) unexamined_.insert(nk);
+      // gone, or already replaced by a folder (the event named a file): what arrived was never examined
+      if (arrived && (exists || err == ENOENT)) unexamined_.insert(nk);
       return;
     }
     unexamined_.erase(nk);
