@@ -237,6 +237,23 @@ async function main() {
     RESTIC_CACHE_DIR: path.join(base, 'restic-cache'),
   };
   const rRepo = path.join(base, 'restic-repo');
+  const backupRow = (
+    round: number,
+    tool: string,
+    step: string,
+    m: Measure,
+    bytesRead: number | undefined,
+    repoBytes: number,
+  ): Row => ({
+    round,
+    tool,
+    step,
+    m,
+    mbps: mb(data.bytes) / m.wall,
+    filesPerSec: data.files / m.wall,
+    bytesRead,
+    repoBytes,
+  });
 
   /** A full restore into a fresh target, timed (page cache dropped), its bytes checked against the source. */
   const measureRestore = async (
@@ -272,16 +289,7 @@ async function main() {
       dropCaches();
       const m = await timed(process.execPath, tm(['backup', data.root, ...wargs]), env);
       const j = JSON.parse(m.stdout);
-      rows.push({
-        round,
-        tool: 'tidemark',
-        step,
-        m,
-        mbps: mb(data.bytes) / m.wall,
-        filesPerSec: data.files / m.wall,
-        bytesRead: j.snapshot.stats.bytesRead,
-        repoBytes: await dirBytes(tmRepo),
-      });
+      rows.push(backupRow(round, 'tidemark', step, m, j.snapshot.stats.bytesRead, await dirBytes(tmRepo)));
     }
     await measureRestore(
       round,
@@ -304,16 +312,7 @@ async function main() {
         .split('\n')
         .map((l) => JSON.parse(l))
         .find((x) => x.message_type === 'summary');
-      rows.push({
-        round,
-        tool: 'restic',
-        step,
-        m,
-        mbps: mb(data.bytes) / m.wall,
-        filesPerSec: data.files / m.wall,
-        bytesRead: summary?.total_bytes_processed,
-        repoBytes: await dirBytes(rRepo),
-      });
+      rows.push(backupRow(round, 'restic', step, m, summary?.total_bytes_processed, await dirBytes(rRepo)));
     }
     await measureRestore(
       round,
