@@ -2,8 +2,9 @@
  * The CPU worker of the backup/restore pipeline. Backup: reads a file in large sequential reads,
  * cuts it with FastCDC, hashes chunks with keyed BLAKE3, asks the main thread which chunks are new
  * (dedup), then compresses and seals only those and hands them over (transferred, not copied).
- * Restore: opens, decompresses and verifies blobs. Several tasks interleave on one worker so reads
- * overlap with CPU work. All I/O here is on source files only; the repository is the main thread's.
+ * Restore: reads a folder repository's pack ranges (only those: writing the repository is the main
+ * thread's), opens, decompresses and verifies their blobs and writes the files. Several tasks interleave
+ * on one worker so reads overlap with CPU work.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import fs, { type FileHandle } from 'node:fs/promises';
@@ -1269,7 +1270,7 @@ async function decodeFile(task: DecodeTask): Promise<{ result: DecodeResult; tra
  * into aligned memory), or undefined where the filesystem refuses (EINVAL: never tried again in this
  * thread) or no aligned memory can be had. A restore reads each pack range once: through the cache,
  * the kernel filled a fresh page-cache page for every 4 KiB and copied it out (perf, restore of the bench
- * dataset: ~0.25 CPU-s in the reading threads' pread, a third of their time).
+ * dataset: ~0.25 CPU-s in the reading threads' pread, near a fifth of what those threads spent).
  */
 async function readDirect(
   file: string,
