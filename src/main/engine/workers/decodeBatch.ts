@@ -123,24 +123,26 @@ export function outcomesOf(items: DecodeItem[], failed: DecodeFailures | undefin
   const out: DecodeOutcome[] = items.map(() => OK);
   if (!failed) return out;
   for (const [i, message] of failed.blobs ?? []) out[i] = { ok: false, message };
-  // write and part indices run through the items in order: find each one's item
-  const owner = (kind: 'writes' | 'parts', index: number) => {
-    let first = 0;
-    for (let i = 0; i < items.length; i++) {
-      const n = items[i][kind]?.length ?? 0;
-      if (index < first + n) return [i, index - first];
-      first += n;
-    }
-    throw new Error(`decode result names ${kind} ${index}, beyond the task's`);
-  };
-  for (const kind of ['writes', 'parts'] as const)
-    for (const [index, message, code] of failed[kind] ?? []) {
-      const [i, k] = owner(kind, index);
+  // write and part indices run through the items in order: each one's item, worked out once per kind (a
+  // full disk fails every file of a range: a search per failure would be quadratic)
+  for (const kind of ['writes', 'parts'] as const) {
+    const list = failed[kind];
+    if (!list?.length) continue;
+    const itemOf: number[] = [];
+    const firstOf: number[] = [];
+    items.forEach((it, i) => {
+      firstOf.push(itemOf.length);
+      for (let k = 0; k < (it[kind]?.length ?? 0); k++) itemOf.push(i);
+    });
+    for (const [index, message, code] of list) {
+      const i = itemOf[index];
+      if (i === undefined) throw new Error(`decode result names ${kind} ${index}, beyond the task's`);
       const o = out[i];
       if (!o.ok) continue; // the blob failed: none of its files was written
-      const list = o === OK ? (out[i] = { ok: true }) : o;
-      const slots = (list[kind] ??= items[i][kind]!.map(() => null));
-      slots[k] = { message, code };
+      const outcome = o === OK ? (out[i] = { ok: true }) : o;
+      const slots = (outcome[kind] ??= items[i][kind]!.map(() => null));
+      slots[index - firstOf[i]] = { message, code };
     }
+  }
   return out;
 }
