@@ -562,7 +562,9 @@ export class Repository {
         throw err;
       }
     });
-    return out.sort((a, b) => a.time.localeCompare(b.time) || a.id.localeCompare(b.id));
+    // by code unit: ISO times and hex IDs sort so, and localeCompare's first call builds an ICU collator
+    // (~20 ms of a restore's start, before it can plan anything)
+    return out.sort((a, b) => codeUnitOrder(a.time, b.time) || codeUnitOrder(a.id, b.id));
   }
 
   /** Loads a snapshot by full ID, unique prefix, or "latest". */
@@ -616,3 +618,8 @@ export async function mapLimit<T>(
 
 export const initRepository = Repository.init;
 export const openRepository = Repository.open;
+
+/** Orders two strings by their UTF-16 code units (what `<` compares), not by a locale's collation. */
+function codeUnitOrder(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
