@@ -504,14 +504,17 @@ export class Repository {
   /**
    * A tree, its block lists in two parts joined (tree.ts) — unless `joinLists` is false: the backup's walk
    * needs only a previous list's parts (such trees are not cached; cached trees are always joined).
+   * `cache: false` leaves the tree out of the cache (a restore's walk reads each tree once: kept in the
+   * cache, every tree's nodes outlived two young-generation GCs and were copied by both).
    */
-  async loadTree(id: ID, opts: { joinLists?: boolean } = {}): Promise<Tree> {
+  async loadTree(id: ID, opts: { joinLists?: boolean; cache?: boolean } = {}): Promise<Tree> {
     const cached = this.treeCache.get(id);
     if (cached) return cached.tree;
     const tree = decodeTree(await this.loadBlob(id), `tree ${id.slice(0, 12)}`);
     const inParts = tree.nodes.filter((n) => n.blockBase !== undefined && !n.blockIds);
     if (inParts.length && opts.joinLists === false) return tree;
     for (const n of inParts) await this.joinBlockList(n, `tree ${id.slice(0, 12)}`);
+    if (opts.cache === false) return tree;
     // Bounded by weight, not trees: a no-change backup of 1,000,000 files in 10,500 folders kept every
     // folder's tree and peaked at 533 MiB.
     const weight = treeWeight(tree);

@@ -150,7 +150,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
       pending.delete(pack);
       dispatched.add(pack);
       let bytes = 0;
-      for (const b of plan.blobs) bytes += b.loc.length;
+      for (const b of plan.blobs) bytes += b.length;
       jobs.push({
         pack,
         blobs: plan.blobs,
@@ -222,12 +222,23 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
         const loc = locs[k];
         let plan = pending.get(loc.pack);
         if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
-        let list = plan.uses.get(id);
-        if (!list) {
-          plan.uses.set(id, (list = []));
-          plan.blobs.push({ id, loc });
+        const use = { file: f, offset: at };
+        const list = plan.uses.get(id);
+        // a list made with its first use holds one slot; an empty one grows to 16 at its first push (~150
+        // bytes more per blob, all of them kept until the pack is restored: most of them are copied by the
+        // young-generation GC, which the walk's plan keeps busy)
+        if (list) list.push(use);
+        else {
+          plan.uses.set(id, [use]);
+          // where it lies in its pack, copied out of the index's answer (one object kept, not two)
+          plan.blobs.push({
+            id,
+            offset: loc.offset,
+            length: loc.length,
+            rawLength: loc.rawLength,
+            compressed: loc.compressed,
+          });
         }
-        list.push({ file: f, offset: at });
         at += loc.rawLength;
         plan.count++;
         held++;
@@ -364,8 +375,8 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // is read; up to 32 reads at once and 256 trees not yet walked), so a cold walk no longer waits for
     // one read at a time. A stack, so they arrive in the order the depth-first walk wants them.
     // block lists in two parts (tree.ts) are joined file by file below: a damaged base list fails that
-    // file, not its whole folder
-    const loadTree = (id: string) => repo.loadTree(id, { joinLists: false });
+    // file, not its whole folder; and the trees are not cached (each is walked once; see loadTree)
+    const loadTree = (id: string) => repo.loadTree(id, { joinLists: false, cache: false });
     const ahead = new Map<string, Promise<Tree>>();
     const stack: string[] = [];
     let fetching = 0;
@@ -562,7 +573,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     let readDirect: boolean | undefined;
     let readDirectBytes = 0;
     const runJob = async ({ pack, blobs, uses }: PackJob) => {
-      blobs.sort((a, b) => a.loc.offset - b.loc.offset);
+      blobs.sort((a, b) => a.offset - b.offset);
       // a folder repository's pack is read by the worker that decodes it (pipelineWorker's decodeFile)
       const file = repo.backend.localFile?.('data', pack);
       for (const range of coalesce(blobs)) {
@@ -591,10 +602,10 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           uses.delete(b.id); // planned work is dropped as it is handed out
           return {
             id: b.id,
-            offset: b.loc.offset - range.start,
-            length: b.loc.length,
-            compressed: b.loc.compressed,
-            rawLength: b.loc.rawLength,
+            offset: b.offset - range.start,
+            length: b.length,
+            compressed: b.compressed,
+            rawLength: b.rawLength,
             // (no empty lists: every object in a task is cloned into the worker)
             writes: whole[i].length
               ? whole[i].map((f) => ({
@@ -816,9 +827,18 @@ interface Batch {
 
 const newBatch = (): Batch => ({ files: [], dirs: [] });
 
+/** A blob a restore reads: its ID and where it lies in its pack. */
+interface PlannedBlob {
+  id: string;
+  offset: number;
+  length: number;
+  rawLength: number;
+  compressed: boolean;
+}
+
 /** What a restore needs from one pack: its blobs, and for each the files (and offsets) it goes to. */
 interface PackPlan {
-  blobs: { id: string; loc: BlobLocation }[];
+  blobs: PlannedBlob[];
   uses: Map<string, Use[]>;
   /** Uses in all. */
   count: number;
@@ -931,17 +951,15 @@ async function applyMetadata(abs: Buffer, node: Meta, isRoot: boolean): Promise<
   await setTimes(abs, node.mtimeNs, node.mtimeNs, true);
 }
 
-function coalesce(
-  blobs: { id: string; loc: BlobLocation }[],
-): { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] {
-  const out: { start: number; end: number; blobs: { id: string; loc: BlobLocation }[] }[] = [];
+function coalesce(blobs: PlannedBlob[]): { start: number; end: number; blobs: PlannedBlob[] }[] {
+  const out: { start: number; end: number; blobs: PlannedBlob[] }[] = [];
   for (const b of blobs) {
     const last = out[out.length - 1];
-    const end = b.loc.offset + b.loc.length;
-    if (last && b.loc.offset - last.end < 512 * 1024 && end - last.start < 4 * 1024 * 1024) {
+    const end = b.offset + b.length;
+    if (last && b.offset - last.end < 512 * 1024 && end - last.start < 4 * 1024 * 1024) {
       last.end = Math.max(last.end, end);
       last.blobs.push(b);
-    } else out.push({ start: b.loc.offset, end, blobs: [b] });
+    } else out.push({ start: b.offset, end, blobs: [b] });
   }
   return out;
 }
