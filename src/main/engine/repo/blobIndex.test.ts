@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import crypto from 'node:crypto';
 import { BlobIndex, BlobType } from './blobIndex.js';
-import { decodeIndex, encodeIndex, indexEntryCount } from './indexFile.js';
+import { addIndexFile, decodeIndex, encodeIndex, indexEntryCount } from './indexFile.js';
 import { CorruptObjectError } from '../errors.js';
 
 const id = (n: number) => crypto.createHash('sha256').update(String(n)).digest('hex');
@@ -71,6 +71,39 @@ describe('index files', () => {
     const seen: [string, number, string][] = [];
     decodeIndex(file, 'f', (b, loc) => seen.push([b.toString('hex'), loc.offset, loc.pack]));
     expect(seen).toEqual([0, 1, 2, 3, 4].map((i) => [id(i), i, id(i < 3 ? -1 : -2)]));
+  });
+
+  it('adds an index file to an index in place: every blob, its location and pack, the first copy kept', () => {
+    // 3 packs of 2,000 blobs, the last blob of each pack a copy of the first of the next (kept where first
+    // seen); added to an index holding blobs already, its table growing (not reserved) as they come
+    const packs = [0, 1, 2].map((k) => ({
+      pack: id(-10 - k),
+      blobs: Array.from({ length: 2000 }, (_, j) => {
+        const n = j === 1999 && k < 2 ? (k + 1) * 2000 : k * 2000 + j;
+        const type = n % 7 === 0 ? BlobType.Tree : BlobType.Data;
+        return {
+          id: Buffer.from(id(n), 'hex'),
+          loc: { ...at(id(-10 - k), type, j * 100), compressed: n % 2 === 0 },
+        };
+      }),
+    }));
+    const index = new BlobIndex();
+    for (let i = 0; i < 50; i++) index.add(id(100_000 + i), at('earlier', BlobType.Data, i));
+    addIndexFile(encodeIndex(packs), 'f', index);
+    const expected = new BlobIndex();
+    for (let i = 0; i < 50; i++) expected.add(id(100_000 + i), at('earlier', BlobType.Data, i));
+    decodeIndex(encodeIndex(packs), 'f', (b, loc) => expected.add(b, loc));
+    expect(index.size).toBe(50 + 3 * 2000 - 2);
+    expect([...index.entries()]).toEqual([...expected.entries()]);
+    expect(index.get(id(2000))).toMatchObject({ pack: id(-10), offset: 1999 * 100 }); // the first copy
+    expect(index.get(id(4001))).toMatchObject({ pack: id(-12), offset: 100, compressed: false });
+    expect(index.get(id(7))).toMatchObject({ type: BlobType.Tree, compressed: false });
+    expect(index.packExtent(id(-11))).toBe(1999 * 100 + 100);
+    for (let n = 0; n < 6000; n++) expect(index.has(id(n))).toBe(n !== 1999 && n !== 3999);
+    // a damaged file adds nothing
+    const damaged = encodeIndex(packs).subarray(0, 8 + 36 + 45 * 10);
+    expect(() => addIndexFile(damaged, 'f', index)).toThrow(CorruptObjectError);
+    expect(index.size).toBe(50 + 3 * 2000 - 2);
   });
 
   it('a damaged file lists nothing, not the blobs before the damage', () => {

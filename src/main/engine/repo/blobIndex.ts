@@ -36,20 +36,21 @@ export class BlobIndex {
     return this.count;
   }
 
-  private slotOf(id: Uint8Array): number {
+  /** The slot of the ID at `id[at..at+32)`: its entry's, or the empty one where it would go. */
+  private slotOf(id: Uint8Array, at = 0): number {
     const mask = this.table.length - 1;
-    let slot = ((id[0] | (id[1] << 8) | (id[2] << 16) | (id[3] << 24)) >>> 0) & mask;
+    let slot = ((id[at] | (id[at + 1] << 8) | (id[at + 2] << 16) | (id[at + 3] << 24)) >>> 0) & mask;
     for (;;) {
       const e = this.table[slot];
-      if (e === EMPTY || this.equals(e, id)) return slot;
+      if (e === EMPTY || this.equals(e, id, at)) return slot;
       slot = (slot + 1) & mask;
     }
   }
 
-  private equals(entry: number, id: Uint8Array): boolean {
+  private equals(entry: number, id: Uint8Array, at: number): boolean {
     const base = entry * 32;
     const ids = this.ids;
-    for (let i = 0; i < 32; i++) if (ids[base + i] !== id[i]) return false;
+    for (let i = 0; i < 32; i++) if (ids[base + i] !== id[at + i]) return false;
     return true;
   }
 
@@ -86,26 +87,48 @@ export class BlobIndex {
 
   /** Adds a blob; a blob already present keeps its first location (duplicates across packs are harmless). */
   add(id: Uint8Array | string, loc: BlobLocation): boolean {
-    const bytes = BlobIndex.toBytes(id);
+    const flags = (loc.type & 0x7f) | (loc.compressed ? 0x80 : 0);
+    const p = this.packNumber(loc.pack);
+    return this.addAt(BlobIndex.toBytes(id), 0, p, flags, loc.offset, loc.length, loc.rawLength);
+  }
+
+  /** A pack's number in this index (given one at its first use). */
+  packNumber(pack: string): number {
+    let p = this.packNumbers.get(pack);
+    if (p === undefined) {
+      p = this.packNames.length;
+      this.packNames.push(pack);
+      this.packNumbers.set(pack, p);
+      this.packEnds.push(0);
+    }
+    return p;
+  }
+
+  /** add(), for a blob whose ID is `src[at..at+32)` (an index file's entry, read in place: loading an
+   *  index made a view and a location object per blob), in pack number `pack` (packNumber), `flags` its
+   *  type | compressed << 7. */
+  addAt(
+    src: Uint8Array,
+    at: number,
+    pack: number,
+    flags: number,
+    offset: number,
+    length: number,
+    rawLength: number,
+  ): boolean {
     if ((this.count + 1) * 2 > this.table.length) this.grow();
-    const slot = this.slotOf(bytes);
+    const slot = this.slotOf(src, at);
     if (this.table[slot] !== EMPTY) return false;
     const e = this.count++;
     if (e >= this.flags.length) this.growEntries();
-    this.ids.set(bytes, e * 32);
-    let p = this.packNumbers.get(loc.pack);
-    if (p === undefined) {
-      p = this.packNames.length;
-      this.packNames.push(loc.pack);
-      this.packNumbers.set(loc.pack, p);
-      this.packEnds.push(0);
-    }
-    this.packEnds[p] = Math.max(this.packEnds[p], loc.offset + loc.length);
-    this.packRef[e] = p;
-    this.offsets[e] = loc.offset;
-    this.lengths[e] = loc.length;
-    this.rawLengths[e] = loc.rawLength;
-    this.flags[e] = (loc.type & 0x7f) | (loc.compressed ? 0x80 : 0);
+    const ids = this.ids;
+    for (let i = 0; i < 32; i++) ids[e * 32 + i] = src[at + i];
+    if (offset + length > this.packEnds[pack]) this.packEnds[pack] = offset + length;
+    this.packRef[e] = pack;
+    this.offsets[e] = offset;
+    this.lengths[e] = length;
+    this.rawLengths[e] = rawLength;
+    this.flags[e] = flags;
     this.table[slot] = e;
     return true;
   }
@@ -132,9 +155,15 @@ export class BlobIndex {
 
   private grow(size = this.table.length * 2): void {
     this.table = new Int32Array(size).fill(EMPTY);
+    // every entry is distinct: each goes in the first empty slot from its hash (no comparing)
+    const table = this.table;
+    const ids = this.ids;
+    const mask = size - 1;
     for (let e = 0; e < this.count; e++) {
-      const slot = this.slotOf(this.ids.subarray(e * 32, e * 32 + 32));
-      this.table[slot] = e;
+      const b = e * 32;
+      let slot = ((ids[b] | (ids[b + 1] << 8) | (ids[b + 2] << 16) | (ids[b + 3] << 24)) >>> 0) & mask;
+      while (table[slot] !== EMPTY) slot = (slot + 1) & mask;
+      table[slot] = e;
     }
   }
 

@@ -5,7 +5,7 @@
  *   'TMI1', u32 packCount, per pack: 32-byte pack id, u32 blobCount,
  *   per blob: u8 type|compressed<<7, 32-byte id, u32 offset, u32 length, u32 rawLength
  */
-import type { BlobLocation } from './blobIndex.js';
+import type { BlobIndex, BlobLocation } from './blobIndex.js';
 import { CorruptObjectError } from '../errors.js';
 
 const MAGIC = Buffer.from('TMI1');
@@ -65,6 +65,40 @@ export function decodeIndex(
   what: string,
   each: (id: Buffer, loc: BlobLocation) => void,
 ): string[] {
+  return forEachEntry(buf, what, (pack, o) => {
+    const f = buf[o];
+    each(buf.subarray(o + 1, o + 33), {
+      pack,
+      type: f & 0x7f,
+      compressed: (f & 0x80) !== 0,
+      offset: buf.readUInt32LE(o + 33),
+      length: buf.readUInt32LE(o + 37),
+      rawLength: buf.readUInt32LE(o + 41),
+    });
+  });
+}
+
+/** Adds every blob of an index file's plaintext to `index`, reading the entries in place (decodeIndex
+ *  made a view and a location object per blob: ~40% of a restore's index load). Checked whole first. */
+export function addIndexFile(buf: Buffer, what: string, index: BlobIndex): void {
+  let last: string | undefined;
+  let p = 0;
+  forEachEntry(buf, what, (pack, o) => {
+    if (pack !== last) p = index.packNumber((last = pack));
+    index.addAt(
+      buf,
+      o + 1,
+      p,
+      buf[o],
+      buf.readUInt32LE(o + 33),
+      buf.readUInt32LE(o + 37),
+      buf.readUInt32LE(o + 41),
+    );
+  });
+}
+
+/** Calls `each` with the pack and offset of every entry; returns the packs. */
+function forEachEntry(buf: Buffer, what: string, each: (pack: string, at: number) => void): string[] {
   indexEntryCount(buf, what);
   const packs: string[] = [];
   const n = buf.readUInt32LE(4);
@@ -74,17 +108,7 @@ export function decodeIndex(
     packs.push(pack);
     const count = buf.readUInt32LE(o + 32);
     o += 36;
-    for (let j = 0; j < count; j++, o += ENTRY) {
-      const f = buf[o];
-      each(buf.subarray(o + 1, o + 33), {
-        pack,
-        type: f & 0x7f,
-        compressed: (f & 0x80) !== 0,
-        offset: buf.readUInt32LE(o + 33),
-        length: buf.readUInt32LE(o + 37),
-        rawLength: buf.readUInt32LE(o + 41),
-      });
-    }
+    for (let j = 0; j < count; j++, o += ENTRY) each(pack, o);
   }
   return packs;
 }

@@ -22,7 +22,7 @@ import {
 import { openKey, writeKey, listKeys, type KeyInfo } from './keys.js';
 import { decodeObject, encodeObject, loadJson, saveJson } from './objects.js';
 import { BlobIndex, BlobType, type BlobLocation } from './blobIndex.js';
-import { encodeIndex, decodeIndex, indexEntryCount, type IndexPack } from './indexFile.js';
+import { encodeIndex, addIndexFile, indexEntryCount, type IndexPack } from './indexFile.js';
 import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
@@ -187,9 +187,9 @@ export class Repository {
           const raw = await this.backend.load('index', name);
           const what = `index/${name.slice(0, 12)}`;
           const plain = decodeObject(this.key, raw, what);
-          // (a damaged file adds nothing: decodeIndex checks it whole first; add copies the ID)
+          // (a damaged file adds nothing: addIndexFile checks it whole first; addAt copies the ID)
           this.index.reserve(this.index.size + indexEntryCount(plain, what));
-          decodeIndex(plain, what, (id, loc) => this.index.add(id, loc));
+          addIndexFile(plain, what, this.index);
           this.indexFiles.add(name);
         } catch (err) {
           if (err instanceof NotFoundError) return; // replaced by a concurrent prune
