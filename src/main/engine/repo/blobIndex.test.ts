@@ -99,6 +99,11 @@ describe('index files', () => {
     expect(index.get(id(4001))).toMatchObject({ pack: id(-12), offset: 100, compressed: false });
     expect(index.get(id(7))).toMatchObject({ type: BlobType.Tree, compressed: false });
     expect(index.packExtent(id(-11))).toBe(1999 * 100 + 100);
+    expect(index.packs()).toEqual(['earlier', id(-10), id(-11), id(-12)]);
+    // a pack whose every blob is a copy stays unknown (as when added blob by blob)
+    addIndexFile(encodeIndex([{ pack: id(-20), blobs: packs[0].blobs.slice(0, 3) }]), 'g', index);
+    expect(index.packs()).toEqual(['earlier', id(-10), id(-11), id(-12)]);
+    expect(index.packExtent(id(-20))).toBeUndefined();
     for (let n = 0; n < 6000; n++) expect(index.has(id(n))).toBe(n !== 1999 && n !== 3999);
     // a damaged file adds nothing
     const damaged = encodeIndex(packs).subarray(0, 8 + 36 + 45 * 10);

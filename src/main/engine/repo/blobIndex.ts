@@ -88,12 +88,16 @@ export class BlobIndex {
   /** Adds a blob; a blob already present keeps its first location (duplicates across packs are harmless). */
   add(id: Uint8Array | string, loc: BlobLocation): boolean {
     const flags = (loc.type & 0x7f) | (loc.compressed ? 0x80 : 0);
-    const p = this.packNumber(loc.pack);
-    return this.addAt(BlobIndex.toBytes(id), 0, p, flags, loc.offset, loc.length, loc.rawLength);
+    return this.addAt(BlobIndex.toBytes(id), 0, loc.pack, flags, loc.offset, loc.length, loc.rawLength);
   }
 
-  /** A pack's number in this index (given one at its first use). */
-  packNumber(pack: string): number {
+  /** The pack addAt was last given, and its number (an index file lists its blobs pack by pack). */
+  private lastPack: string | undefined;
+  private lastPackNumber = 0;
+
+  /** A pack's number in this index (given one at its first blob). */
+  private packNumber(pack: string): number {
+    if (pack === this.lastPack) return this.lastPackNumber;
     let p = this.packNumbers.get(pack);
     if (p === undefined) {
       p = this.packNames.length;
@@ -101,16 +105,17 @@ export class BlobIndex {
       this.packNumbers.set(pack, p);
       this.packEnds.push(0);
     }
+    this.lastPack = pack;
+    this.lastPackNumber = p;
     return p;
   }
 
   /** add(), for a blob whose ID is `src[at..at+32)` (an index file's entry, read in place: loading an
-   *  index made a view and a location object per blob), in pack number `pack` (packNumber), `flags` its
-   *  type | compressed << 7. */
+   *  index made a view and a location object per blob), `flags` its type | compressed << 7. */
   addAt(
     src: Uint8Array,
     at: number,
-    pack: number,
+    packName: string,
     flags: number,
     offset: number,
     length: number,
@@ -121,6 +126,7 @@ export class BlobIndex {
     if (this.table[slot] !== EMPTY) return false;
     const e = this.count++;
     if (e >= this.flags.length) this.growEntries();
+    const pack = this.packNumber(packName); // (a pack none of whose blobs is added stays unknown)
     const ids = this.ids;
     for (let i = 0; i < 32; i++) ids[e * 32 + i] = src[at + i];
     if (offset + length > this.packEnds[pack]) this.packEnds[pack] = offset + length;

@@ -81,14 +81,11 @@ export function decodeIndex(
 /** Adds every blob of an index file's plaintext to `index`, reading the entries in place (decodeIndex
  *  made a view and a location object per blob: ~40% of a restore's index load). Checked whole first. */
 export function addIndexFile(buf: Buffer, what: string, index: BlobIndex): void {
-  let last: string | undefined;
-  let p = 0;
   forEachEntry(buf, what, (pack, o) => {
-    if (pack !== last) p = index.packNumber((last = pack));
     index.addAt(
       buf,
       o + 1,
-      p,
+      pack,
       buf[o],
       buf.readUInt32LE(o + 33),
       buf.readUInt32LE(o + 37),
