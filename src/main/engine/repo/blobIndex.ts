@@ -19,6 +19,10 @@ export interface BlobLocation {
 
 const EMPTY = -1;
 
+/** An ID's hash: its first four bytes (IDs are keyed hashes already), from `id[at]`. */
+const hashAt = (id: Uint8Array, at: number): number =>
+  (id[at] | (id[at + 1] << 8) | (id[at + 2] << 16) | (id[at + 3] << 24)) >>> 0;
+
 export class BlobIndex {
   private ids = new Uint8Array(32 * 1024);
   private packRef = new Uint32Array(1024);
@@ -39,7 +43,7 @@ export class BlobIndex {
   /** The slot of the ID at `id[at..at+32)`: its entry's, or the empty one where it would go. */
   private slotOf(id: Uint8Array, at = 0): number {
     const mask = this.table.length - 1;
-    let slot = ((id[at] | (id[at + 1] << 8) | (id[at + 2] << 16) | (id[at + 3] << 24)) >>> 0) & mask;
+    let slot = hashAt(id, at) & mask;
     for (;;) {
       const e = this.table[slot];
       if (e === EMPTY || this.equals(e, id, at)) return slot;
@@ -166,8 +170,7 @@ export class BlobIndex {
     const ids = this.ids;
     const mask = size - 1;
     for (let e = 0; e < this.count; e++) {
-      const b = e * 32;
-      let slot = ((ids[b] | (ids[b + 1] << 8) | (ids[b + 2] << 16) | (ids[b + 3] << 24)) >>> 0) & mask;
+      let slot = hashAt(ids, e * 32) & mask;
       while (table[slot] !== EMPTY) slot = (slot + 1) & mask;
       table[slot] = e;
     }
