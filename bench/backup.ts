@@ -34,8 +34,8 @@ const base = path.resolve(opt('dir', '/var/tmp/tidemark-bench')!);
 const withRestic = !args.includes('--no-restic') && spawnSync('restic', ['version']).status === 0;
 const workers = opt('workers');
 const restoreInPlace = args.includes('--restore-in-place');
-/** Rounds: each measures every step of both tools again (a fresh repository each), Tidemark's then
- *  restic's, so each round's ratios compare runs minutes apart; the summary gives their medians. */
+/** Rounds: each measures every step of both tools again (a fresh repository each), the two tools'
+ *  runs of a step back to back; the summary gives the medians of the rounds' ratios. */
 const repeat = Math.max(1, Math.floor(Number(opt('repeat', '1'))) || 1);
 const root = path.resolve(import.meta.dirname, '..');
 
@@ -281,30 +281,42 @@ async function main() {
     });
   };
 
-  for (let round = 1; round <= repeat; round++) {
-    // ---- Tidemark ----
-    await fs.rm(tmRepo, { recursive: true, force: true });
-    spawnSync(process.execPath, tm(['init']), { env });
-    for (const step of ['full backup', 'no-change backup']) {
+  // The two tools as steps: a fresh repository, one backup, the restore of the latest snapshot.
+  interface Tool {
+    name: string;
+    init: () => Promise<void>;
+    backup: (round: number, step: string) => Promise<void>;
+    restore: (round: number) => Promise<void>;
+  }
+  const tidemark: Tool = {
+    name: 'tidemark',
+    init: async () => {
+      await fs.rm(tmRepo, { recursive: true, force: true });
+      spawnSync(process.execPath, tm(['init']), { env });
+    },
+    backup: async (round, step) => {
       dropCaches();
       const m = await timed(process.execPath, tm(['backup', data.root, ...wargs]), env);
       const j = JSON.parse(m.stdout);
       rows.push(backupRow(round, 'tidemark', step, m, j.snapshot.stats.bytesRead, await dirBytes(tmRepo)));
-    }
-    await measureRestore(
-      round,
-      'tidemark',
-      process.execPath,
-      (dir) => tm(['restore', 'latest', '--target', dir, ...wargs]),
-      env,
-    );
-
-    // ---- restic ----
-    if (!withRestic) continue;
-    await fs.rm(rRepo, { recursive: true, force: true });
-    await fs.rm(renv.RESTIC_CACHE_DIR, { recursive: true, force: true });
-    spawnSync('restic', ['-r', rRepo, 'init'], { env: renv });
-    for (const step of ['full backup', 'no-change backup']) {
+    },
+    restore: (round) =>
+      measureRestore(
+        round,
+        'tidemark',
+        process.execPath,
+        (dir) => tm(['restore', 'latest', '--target', dir, ...wargs]),
+        env,
+      ),
+  };
+  const restic: Tool = {
+    name: 'restic',
+    init: async () => {
+      await fs.rm(rRepo, { recursive: true, force: true });
+      await fs.rm(renv.RESTIC_CACHE_DIR, { recursive: true, force: true });
+      spawnSync('restic', ['-r', rRepo, 'init'], { env: renv });
+    },
+    backup: async (round, step) => {
       dropCaches();
       const m = await timed('restic', ['-r', rRepo, 'backup', '--json', data.root], renv);
       const summary = m.stdout
@@ -313,15 +325,36 @@ async function main() {
         .map((l) => JSON.parse(l))
         .find((x) => x.message_type === 'summary');
       rows.push(backupRow(round, 'restic', step, m, summary?.total_bytes_processed, await dirBytes(rRepo)));
-    }
-    await measureRestore(
-      round,
-      'restic',
-      'restic',
-      (dir) => ['-r', rRepo, 'restore', 'latest', '--target', dir],
-      renv,
-    );
+    },
+    restore: (round) =>
+      measureRestore(
+        round,
+        'restic',
+        'restic',
+        (dir) => ['-r', rRepo, 'restore', 'latest', '--target', dir],
+        renv,
+      ),
+  };
+  const tools = withRestic ? [tidemark, restic] : [tidemark];
+  for (let round = 1; round <= repeat; round++) {
+    for (const t of tools) await t.init();
+    // Each step is run by both tools back to back, which one first alternating from round to round: a
+    // ratio compares runs seconds apart (on a shared machine the load drifts over minutes), and neither
+    // tool always runs right after the other's step.
+    const order = round % 2 ? tools : [...tools].reverse();
+    for (const step of ['full backup', 'no-change backup'])
+      for (const t of order) await t.backup(round, step);
+    for (const t of order) await t.restore(round);
   }
+  // shown by round, tool and step, whatever order they ran in
+  const STEPS = ['full backup', 'no-change backup', 'full restore'];
+  const TOOLS = ['tidemark', 'restic'];
+  rows.sort(
+    (a, b) =>
+      a.round - b.round ||
+      TOOLS.indexOf(a.tool) - TOOLS.indexOf(b.tool) ||
+      STEPS.indexOf(a.step) - STEPS.indexOf(b.step),
+  );
 
   // ---- report ----
   const pad = (s: string, n: number) => s.padStart(n);
