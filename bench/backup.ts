@@ -283,13 +283,11 @@ async function main() {
 
   // The two tools as steps: a fresh repository, one backup, the restore of the latest snapshot.
   interface Tool {
-    name: string;
     init: () => Promise<void>;
     backup: (round: number, step: string) => Promise<void>;
     restore: (round: number) => Promise<void>;
   }
   const tidemark: Tool = {
-    name: 'tidemark',
     init: async () => {
       await fs.rm(tmRepo, { recursive: true, force: true });
       spawnSync(process.execPath, tm(['init']), { env });
@@ -310,7 +308,6 @@ async function main() {
       ),
   };
   const restic: Tool = {
-    name: 'restic',
     init: async () => {
       await fs.rm(rRepo, { recursive: true, force: true });
       await fs.rm(renv.RESTIC_CACHE_DIR, { recursive: true, force: true });
