@@ -333,18 +333,18 @@ async function main() {
       ),
   };
   const tools = withRestic ? [tidemark, restic] : [tidemark];
+  const BACKUP_STEPS = ['full backup', 'no-change backup'];
+  const STEPS = [...BACKUP_STEPS, 'full restore'];
   for (let round = 1; round <= repeat; round++) {
     for (const t of tools) await t.init();
     // Each step is run by both tools back to back, which one first alternating from round to round: a
     // ratio compares runs seconds apart (on a shared machine the load drifts over minutes), and neither
     // tool always runs right after the other's step.
     const order = round % 2 ? tools : [...tools].reverse();
-    for (const step of ['full backup', 'no-change backup'])
-      for (const t of order) await t.backup(round, step);
+    for (const step of BACKUP_STEPS) for (const t of order) await t.backup(round, step);
     for (const t of order) await t.restore(round);
   }
   // shown by round, tool and step, whatever order they ran in
-  const STEPS = ['full backup', 'no-change backup', 'full restore'];
   const TOOLS = ['tidemark', 'restic'];
   rows.sort(
     (a, b) =>
@@ -391,7 +391,7 @@ async function main() {
     );
   }
   if (withRestic) {
-    for (const step of ['full backup', 'no-change backup', 'full restore']) {
+    for (const step of STEPS) {
       const ratios = all.map(
         (round) => row(round, 'restic', step).m.wall / row(round, 'tidemark', step).m.wall,
       );
