@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// `npm start`: builds the app (electron-vite) and opens the Electron window where an Electron binary is
-// installed; without one (a headless box, CI, ELECTRON_SKIP_BINARY_DOWNLOAD) it starts browser mode.
+// `npm start`: builds the app (electron-vite) and opens the Electron window where the Electron runtime is
+// installed (scripts/electron-runtime.mjs fetches it during `npm ci` where it can be downloaded); without
+// one (an offline machine, a headless box, CI) it starts browser mode and prints the address to open.
 // `npm run serve` (--serve): browser mode explicitly — the UI on 127.0.0.1 with a random access token.
 // Other arguments go to the server: --port N, --data DIR (default $TIDEMARK_HOME or ~/.tidemark).
 import { spawn, spawnSync } from 'node:child_process';
@@ -58,7 +59,7 @@ if (serveOnly) {
     console.log(
       electron
         ? 'No display found: starting browser mode instead of the Electron window.'
-        : 'No Electron binary is installed (ELECTRON_SKIP_BINARY_DOWNLOAD): starting browser mode instead.',
+        : 'No Electron runtime is installed (it could not be downloaded during npm ci): starting browser mode instead.',
     );
     serve();
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The app's end-to-end tests (tests/e2e) drive Debian's Chromium through playwright-core, headless.
-# Idempotent: installs only what is missing. Electron's binary is not downloaded
-# (ELECTRON_SKIP_BINARY_DOWNLOAD=1), so the Electron e2e test skips itself with its reason.
+# Idempotent: installs only what is missing. Electron's runtime cannot be downloaded on this project's
+# machines (scripts/electron-runtime.mjs says so during npm ci), so the Electron e2e test skips itself
+# with its reason.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

@@ -1,6 +1,6 @@
 // The desktop app end to end through Playwright's Electron driver: the window opens on the dashboard,
 // the preload exposes exactly the typed API (no Node, no ipcRenderer), and a call round-trips over IPC.
-// It needs an Electron binary; where none is installed (ELECTRON_SKIP_BINARY_DOWNLOAD, as in CI here)
+// It needs an Electron binary; where none is installed (its download failed during npm ci, as in CI here)
 // or there is no display, it is skipped with the reason printed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
@@ -23,7 +23,7 @@ function electronBinary(): string | null {
 const binary = electronBinary();
 const display = process.platform !== 'linux' || !!process.env.DISPLAY || !!process.env.WAYLAND_DISPLAY;
 const skipReason = !binary
-  ? 'no Electron binary is installed (node_modules/electron was installed with ELECTRON_SKIP_BINARY_DOWNLOAD)'
+  ? 'no Electron binary is installed (the runtime could not be downloaded during npm ci)'
   : !display
     ? 'no display (set DISPLAY, e.g. run under xvfb-run)'
     : null;
