@@ -1,4 +1,4 @@
-// Lint rules of the house. The layering rule (DESIGN.md §1 rule 1) is enforced here:
+// Lint rules of the house. The layering rule (docs/architecture.md §1 rule 1) is enforced here:
 // nothing under src/main/engine may import electron, and the renderer may not import main code.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';

@@ -1,5 +1,5 @@
 /**
- * The API contract between the UI and the engine (DESIGN.md §1 rule 2): every call with its argument
+ * The API contract between the UI and the engine (docs/architecture.md §1 rule 2): every call with its argument
  * and result types, every event, and the error shape. `src/main/api` implements it once; Electron IPC
  * (preload) and the browser-mode WebSocket transport are thin bindings of that implementation.
  *

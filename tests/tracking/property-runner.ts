@@ -1,4 +1,4 @@
-// The property behind DESIGN.md §3, shared by property.test.ts (fanotify) and property-inotify.test.ts
+// The property behind docs/architecture.md §3, shared by property.test.ts (fanotify) and property-inotify.test.ts
 // (so the two backends run in parallel): random sequences of file operations are applied to a scratch
 // tree while a REAL tracker runs; after each sequence a journal-driven incremental must produce exactly
 // the same tree as a full-scan incremental from the same parent. Sequences the journal cannot vouch for

@@ -1,4 +1,4 @@
-// tidemark_cbt: Linux changed-block tracking for Tidemark (DESIGN.md §3, level 1).
+// tidemark_cbt: Linux changed-block tracking for Tidemark (docs/architecture.md §3, level 1).
 //
 // What it does: loads the eBPF program (cbt.bpf.c, embedded as a libbpf skeleton), attaches it to the
 // block-layer tracepoints, and hands out per-disk generations of the changed-block bitmap. Also exposes the

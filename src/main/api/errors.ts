@@ -1,4 +1,4 @@
-/** Errors of the API layer and their wire form (`{name, code, message}`, DESIGN.md §1 rule 7). */
+/** Errors of the API layer and their wire form (`{name, code, message}`, docs/architecture.md §1 rule 7). */
 import type { ZodError } from 'zod';
 import { TidemarkError, errorToWire } from '../engine/errors.js';
 import type { WireError } from '../../shared/api.js';

@@ -1,5 +1,5 @@
 /**
- * The small interfaces the API implementation needs (DESIGN.md §1 rule 3). They are wired in one place
+ * The small interfaces the API implementation needs (docs/architecture.md §1 rule 3). They are wired in one place
  * (`wiring.ts`, used by the Electron entry and the headless server); tests pass in-memory fakes.
  */
 import type {

@@ -1,6 +1,6 @@
 /**
  * Builds the API's services for a data folder: the one place (with src/main/index.ts) where concrete
- * stores and the engine are chosen (DESIGN.md §1 rule 3). Used by the Electron entry and browser mode.
+ * stores and the engine are chosen (docs/architecture.md §1 rule 3). Used by the Electron entry and browser mode.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -85,7 +85,7 @@ export function createApi(opts: WiringOptions): Wired {
   const secrets = opts.secrets ?? new KeyFileSecretStore(dataDir);
   const jobs = new CatalogJobs(catalog, secrets);
   const events = createRunEvents();
-  // The change tracker runs in the app for exactly the jobs' sources (DESIGN.md §3): every backup is
+  // The change tracker runs in the app for exactly the jobs' sources (docs/architecture.md §3): every backup is
   // planned from its journal (and block tracking for large files), or scans fully and says why.
   const tracker = new TrackerService({ dataDir, log: (line) => console.log(`tidemark: ${line}`) });
   const sources = () => catalog.listJobs().flatMap((j) => j.sources);

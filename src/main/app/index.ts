@@ -1,5 +1,5 @@
 /**
- * The Electron shell (the only code that imports electron, DESIGN.md §1 rule 1): single instance,
+ * The Electron shell (the only code that imports electron, docs/architecture.md §1 rule 1): single instance,
  * the main window, IPC binding of the API, tray, notifications, start at login. It stays thin: all
  * behaviour lives behind the API.
  */

@@ -27,7 +27,7 @@ const registrars: CommandRegistrar[] = isCoreCommand(argv)
       import('./commands/maintenance.js').then((m) => m.registerMaintenanceCommands),
     ]);
 
-// Benchmarks ask for the event-loop delay of the process hosting the engine (DESIGN.md §1 rule 5).
+// Benchmarks ask for the event-loop delay of the process hosting the engine (docs/architecture.md §1 rule 5).
 const statsFile = process.env.TIDEMARK_BENCH_STATS;
 const RESOLUTION_MS = 5;
 const loopDelay = statsFile

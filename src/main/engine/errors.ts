@@ -1,5 +1,5 @@
 /**
- * Named errors with stable codes (DESIGN.md §1 rule 7). Every error the engine throws on purpose is a
+ * Named errors with stable codes (docs/architecture.md §1 rule 7). Every error the engine throws on purpose is a
  * TidemarkError: it carries a machine-readable `code` (used for CLI exit codes and for the API's
  * `{name, code, message}` wire form) and a message that tells the user what went wrong and what to do.
  */

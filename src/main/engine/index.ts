@@ -1,7 +1,7 @@
 /**
  * The backup engine: plain Node, no electron import (an eslint rule enforces it), run headless by the
  * CLI, the tests and the benchmarks, and in-process by the app. This is its public face; the stages
- * live one per folder (DESIGN.md §1): backend/ → repo/ → chunk/, crypto/, compress/ → scan/ → backup/,
+ * live one per folder (docs/architecture.md §1): backend/ → repo/ → chunk/, crypto/, compress/ → scan/ → backup/,
  * restore/, check/ → catalog/, schedule/. Long operations take an AbortSignal and report through an
  * injected progress sink; CPU work runs in workers/.
  */

@@ -3,7 +3,7 @@
  * prune). These are the types the CLI, the catalog/scheduler and the API layer build on; the
  * implementations live in backup/, restore/, check/ and repo/.
  *
- * Every long operation takes an AbortSignal and an injected progress sink (DESIGN.md §1 rule 5).
+ * Every long operation takes an AbortSignal and an injected progress sink (docs/architecture.md §1 rule 5).
  */
 import type { ID, SnapshotEntry, SkippedEntry } from './repo/types.js';
 
@@ -39,7 +39,7 @@ export type ChangedRanges = ReadonlyMap<string, { offset: number; length: number
 
 /**
  * What a change journal (src/main/tracking) proved changed since the parent snapshot. Without it the
- * backup does a full scan (level 3 of DESIGN.md §3). With it, the scanner visits only dirty directories
+ * backup does a full scan (level 3 of docs/architecture.md §3). With it, the scanner visits only dirty directories
  * (and their ancestors), stats only entries inside them, and reuses every other subtree ID unchanged.
  */
 export interface ChangeHint {

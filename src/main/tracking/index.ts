@@ -1,5 +1,5 @@
 /**
- * Change tracking (DESIGN.md §3, level 2): a native tracker (fanotify / inotify on Linux, the USN
+ * Change tracking (docs/architecture.md §3, level 2): a native tracker (fanotify / inotify on Linux, the USN
  * journal on Windows) reports which directories changed; the change journal keeps them, durably, with
  * a cursor that proves the tracker ran without gaps since a snapshot. A backup with a valid journal
  * visits only dirty directories; anything the journal cannot prove becomes a full scan, with the

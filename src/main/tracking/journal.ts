@@ -6,7 +6,7 @@
  * A backup asks `changesSince(parent snapshot's cursor)`. The answer is a ChangeHint only when the
  * journal can prove the tracker ran the whole time since that cursor: same boot, same tracker
  * generation, same roots, no lost events or breakdown since, and the entries since then still held.
- * Otherwise it says why, and the backup falls back to a full scan (DESIGN.md §3). After a successful
+ * Otherwise it says why, and the backup falls back to a full scan (docs/architecture.md §3). After a successful
  * backup, `commit(cursor)` makes the cursor captured at the backup's start that consumer's baseline;
  * entries no consumer needs any more are dropped, changes that arrived during the backup stay.
  *

@@ -1,5 +1,5 @@
 /**
- * The one place a tracker backend is chosen (DESIGN.md §1 rule 6): fanotify when privileged,
+ * The one place a tracker backend is chosen (docs/architecture.md §1 rule 6): fanotify when privileged,
  * recursive inotify otherwise on Linux, the USN journal on Windows, else none (full scans, which
  * are always correct). Each failed attempt is reported so the run log can say why.
  */

@@ -27,7 +27,7 @@ export interface BlockLevel {
   dir: string;
 }
 
-/** The change tracking in effect (DESIGN.md §3). */
+/** The change tracking in effect (docs/architecture.md §3). */
 export interface ChangeTrackingStatus {
   /** How many folders are tracked (the union of the jobs' sources). */
   folders: number;
@@ -156,7 +156,7 @@ export class TrackerService {
 }
 
 /**
- * Runs a backup planned from the change journal (level 2 of DESIGN.md §3), falling back to a full
+ * Runs a backup planned from the change journal (level 2 of docs/architecture.md §3), falling back to a full
  * scan with the reason. `consumer` names whose baseline the journal keeps (one per job).
  */
 export async function journalBackup(
@@ -207,7 +207,7 @@ export async function journalBackup(
         const r = await computeChangedRanges(largeFiles, session, {
           minSize: BLOCK_TRACKED_MIN_SIZE,
           onWholeFile: (f, why) => opts.log?.(`block tracking: ${f} is read whole (${why})`),
-          // reads are widened to whole chunks (content-defined) or blocks (fixed-size, DESIGN.md §3)
+          // reads are widened to whole chunks (content-defined) or blocks (fixed-size, docs/architecture.md §3)
           spread: { window: (f) => large.get(f)?.blockSize ?? repo.config.chunker.avg, maxFraction: 0.5 },
         });
         return r.size ? r : undefined;

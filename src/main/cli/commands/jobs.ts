@@ -461,7 +461,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
     .option('--concurrency <n>', 'jobs for different repositories running at once', count, 1)
     .action(async (o) => {
       // The change tracker runs in this process for the sources of all jobs, so backups visit only
-      // what changed (DESIGN.md §3); a job added or edited meanwhile is picked up at its next run.
+      // what changed (docs/architecture.md §3); a job added or edited meanwhile is picked up at its next run.
       const line = (s: string) => io.out(`${new Date().toISOString()} ${s}\n`);
       const tracker = new TrackerService({ dataDir: ctx.dataDir(), log: line });
       const store = secrets();

@@ -1,5 +1,5 @@
 /**
- * The one conformance suite every backend must pass (DESIGN.md §1 rule 8). Call it from a test file
+ * The one conformance suite every backend must pass (docs/architecture.md §1 rule 8). Call it from a test file
  * with a factory that returns a fresh, empty backend; it registers vitest tests.
  */
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';

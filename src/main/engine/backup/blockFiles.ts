@@ -1,6 +1,6 @@
 /**
  * Which files are cut into fixed-size blocks instead of content-defined chunks, and how big the blocks
- * are (DESIGN.md §3, level 1).
+ * are (docs/architecture.md §3, level 1).
  *
  * Content-defined chunks (~1 MiB) suit files that are rewritten or shifted; but VM disks, databases and
  * mail stores change in place, a few pages here and there. There 1% of 4 KiB pages rewritten at random

@@ -1,5 +1,5 @@
 /**
- * Cryptography of the repository (DESIGN.md §2):
+ * Cryptography of the repository (docs/architecture.md §2):
  * - a random master key: 32 bytes for AES-256-GCM encryption + 32 bytes for keyed BLAKE3 blob IDs;
  * - the master key is wrapped by a key derived from a password with scrypt (N=2^15, r=8, p=1 by default);
  * - every stored object/blob is nonce(12) ‖ ciphertext ‖ tag(16); a blob's ID is bound as associated data,

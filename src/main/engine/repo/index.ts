@@ -1,7 +1,7 @@
 /**
  * The repository layer: keys, config, packs, the blob index, trees, snapshots, locks (leases judged
  * on the store's clock) and the maintenance record naming the one host that prunes on schedule
- * (maintenance.ts) (DESIGN.md §2). `Repository` is the one object the backup, restore, check and
+ * (maintenance.ts) (docs/architecture.md §2). `Repository` is the one object the backup, restore, check and
  * prune stages use.
  *
  * Guarantees: objects are immutable and written before anything refers to them (packs → index →

@@ -32,7 +32,7 @@ export interface TreeNode {
   content?: ID[];
   /** file: set when the content was cut into fixed-size blocks of this many bytes (the last one may be
    *  shorter) instead of content-defined chunks — large files that change in place (VM disks, databases),
-   *  so that block-level tracking re-reads only the blocks that changed (DESIGN.md §3, level 1). */
+   *  so that block-level tracking re-reads only the blocks that changed (docs/architecture.md §3, level 1). */
   blockSize?: number;
   /** file with blockSize: the blob IDs of its blocks, 32 raw bytes each, in order. A 2 GiB file has
    *  256 Ki blocks: as hex in JSON its list took ~70 ms to load and ~75 ms to save on every incremental;

@@ -1,5 +1,5 @@
 /**
- * A pool of CPU worker threads running pipelineWorker (DESIGN.md §1 rule 5: chunking, hashing,
+ * A pool of CPU worker threads running pipelineWorker (docs/architecture.md §1 rule 5: chunking, hashing,
  * compression and encryption never run on the thread that serves the UI). Tasks are spread over the
  * workers by load; each worker runs several tasks at once so file reads overlap with CPU work.
  * Mid-task questions from a worker (dedup queries, blobs to store) go to the handler given with the

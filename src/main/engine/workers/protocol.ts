@@ -23,7 +23,7 @@ export interface BackupFileTask {
   /** Size and mtime seen by the scan, to detect a file that changes while it is read. */
   size: number;
   mtimeMs: number;
-  /** Block-level tracking (DESIGN.md §3 level 1): the previous snapshot's chunk list of this file and
+  /** Block-level tracking (docs/architecture.md §3 level 1): the previous snapshot's chunk list of this file and
    *  the byte ranges that may have changed since. Only chunks touching a changed range are re-read. */
   incremental?: {
     prevIds: string[];

@@ -1,4 +1,4 @@
-// Block-level change tracking (DESIGN.md §3, level 1), Linux only.
+// Block-level change tracking (docs/architecture.md §3, level 1), Linux only.
 //
 // What it does: an eBPF program (native/cbt) records every data-changing request that reaches the block
 // layer of the disks holding a job's sources, into a bitmap per whole disk (4 KiB blocks by default). At each

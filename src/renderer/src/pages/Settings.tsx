@@ -9,7 +9,7 @@ import { Field } from '../components/ui';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
 
 /** Which host prunes a job's repository on schedule (several PCs may share one repository). */
-/** What makes incrementals fast here (DESIGN.md §3), read fresh: the tracker starts after the app. */
+/** What makes incrementals fast here (docs/architecture.md §3), read fresh: the tracker starts after the app. */
 function ChangeTracking() {
   const [tracking, setTracking] = useState<AppInfo['tracking'] | null>(null);
   useEffect(() => {

@@ -1,5 +1,5 @@
 /**
- * Named errors for object stores (DESIGN.md §1 rule 7). Each says what is wrong in words a user can act
+ * Named errors for object stores (docs/architecture.md §1 rule 7). Each says what is wrong in words a user can act
  * on: wrong keys, a missing bucket, a clock that is off, a missing permission, an insecure endpoint.
  * `TransientStoreError` marks failures worth retrying (throttling, 5xx, dropped connections, short
  * reads); the retry wrapper recognises it by its `transient` flag, not by class, so any backend can
