@@ -32,12 +32,6 @@ export interface RepoHandle {
   close(): Promise<void>;
 }
 
-/** Lets a running backup be paused: the engine awaits `wait()` between files. */
-export interface PauseGate {
-  readonly paused: boolean;
-  wait(): Promise<void>;
-}
-
 /**
  * The engine's operations the API calls. `options` are the backend options of the location (for S3:
  * the access key ID and, from the secret store, the secret key; see destination.ts).
