@@ -29,7 +29,7 @@ import type { ApiServices, JobSpec, RepoHandle, Runner } from './services.js';
 import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
-import { applyRetentionPolicy } from '../engine/schedule/retention.js';
+import { applyRetentionPolicy } from '../engine/repo/retentionPolicy.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
 import {
   destinationLocation,

@@ -18,7 +18,7 @@ import { createJobSystem } from '../../engine/schedule/system.js';
 import { TrackerService, journalBackup } from '../../tracking/service.js';
 import { createRunEvents } from '../../engine/schedule/events.js';
 import { describeSchedule, nextFireTime, validateSchedule } from '../../engine/schedule/schedules.js';
-import { describePolicy } from '../../engine/schedule/retention.js';
+import { describePolicy } from '../../engine/repo/retentionPolicy.js';
 import {
   createJobEngine,
   openCatalogRepository,

@@ -1,6 +1,6 @@
 /**
  * forget and prune. `forget` removes snapshot manifests chosen by a retention policy (the policy
- * itself is the pure function in schedule/retention.ts). `prune` then removes data no snapshot needs:
+ * itself is the pure function in ./retentionPolicy.ts). `prune` then removes data no snapshot needs:
  * under an exclusive lock it finds every used blob, repacks partly-used packs, writes one new full
  * index, deletes the old index files, and only then deletes obsolete packs. A crash at any step
  * leaves every snapshot restorable (at worst extra packs and duplicate index entries remain).
@@ -10,7 +10,7 @@ import type { Repository } from './repository.js';
 import type { ForgetDecision, PruneResult, ProgressSink, RetentionPolicy } from '../operations.js';
 import type { ID, SnapshotEntry } from './types.js';
 import { contentIds } from './tree.js';
-import { applyRetentionPolicy, groupSnapshots, type GroupBy } from '../schedule/retention.js';
+import { applyRetentionPolicy, groupSnapshots, type GroupBy } from './retentionPolicy.js';
 import { CorruptObjectError, AbortedError, TidemarkError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
 import { decodeIndex, type IndexPack } from './indexFile.js';

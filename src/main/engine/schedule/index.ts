@@ -1,8 +1,8 @@
 /**
- * schedule/ — when jobs run, what a run does, and which snapshots retention keeps.
+ * schedule/ — when jobs run and what a run does (retention included).
  *
- * - retention.ts: the pure grandfather-father-son policy (`applyRetentionPolicy`), shared with the
- *   engine's forget.
+ * - the grandfather-father-son policy (`applyRetentionPolicy`) is the repository's
+ *   (../repo/retentionPolicy.ts, shared with forget): re-exported here.
  * - schedules.ts: user schedules (hourly, every N hours, daily, weekly, cron) evaluated by croner in
  *   the schedule's time zone (DST-safe).
  * - scheduler.ts: fires due jobs, records a missed run once and catches up once after sleep or
@@ -16,7 +16,7 @@
  *
  * Not here: the engine operations themselves, or any UI/notification code.
  */
-export * from './retention.js';
+export * from '../repo/retentionPolicy.js';
 export * from './schedules.js';
 export * from './scheduler.js';
 export * from './runner.js';

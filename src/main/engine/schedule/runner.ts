@@ -25,7 +25,7 @@ import type { Job, RepositoryRecord, RunProblem, RunRecord, RunSample } from '..
 import { syncRepository, type SnapshotSource } from '../catalog/sync.js';
 import { AbortedError, errorToWire } from '../errors.js';
 import { createRunEvents, type RunEventEmitter } from './events.js';
-import { policyIsEmpty } from './retention.js';
+import { policyIsEmpty } from '../repo/retentionPolicy.js';
 import type { RunRequest, Clock } from './scheduler.js';
 import { systemClock } from './scheduler.js';
 import os from 'node:os';

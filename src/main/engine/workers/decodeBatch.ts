@@ -5,7 +5,15 @@
  * side, a tenth of what restoring such a file costs; typed arrays are moved, not cloned. The worker reads
  * the arrays in place (pipelineWorker's decodeBatch) and answers with the failures only.
  */
-import type { FileWrite } from './protocol.js';
+
+/** A whole file a decode task writes (restore). */
+export interface FileWrite {
+  path: Uint8Array;
+  mode: number;
+  uid?: number;
+  gid?: number;
+  mtimeNs: string;
+}
 
 /** A blob to open, as the caller plans it (the restore, check): packed by packDecodeItems. */
 export interface DecodeItem {

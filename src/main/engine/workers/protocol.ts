@@ -1,5 +1,5 @@
 /** Messages between the engine (main thread) and its CPU workers. */
-import type { EntryStat } from '../scan/index.js';
+import type { FolderListing } from '../scan/listDir.js';
 import type { DecodeBatch, DecodeFailures } from './decodeBatch.js';
 
 export interface WorkerInit {
@@ -78,26 +78,13 @@ export interface DecodeTask {
   direct?: boolean;
 }
 
-export interface FileWrite {
-  path: Uint8Array;
-  mode: number;
-  uid?: number;
-  gid?: number;
-  mtimeNs: string;
-}
-
 /** A directory listing with every entry's lstat, done in a worker with synchronous calls. */
 export interface ListDirTask {
   op: 'listDir';
   path: Uint8Array;
 }
 
-export interface ListDirResult {
-  /** Set when the directory itself cannot be read. */
-  error?: { message: string; code?: string };
-  names: Uint8Array[];
-  stats: (EntryStat | { error: { message: string; code?: string } })[];
-}
+export type ListDirResult = FolderListing;
 
 /** Compress and seal chunks (any worker; see WorkerInit.distributeSeal). Result: a SealedSegment. */
 export interface SealTask {
