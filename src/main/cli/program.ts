@@ -6,7 +6,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { Command, Option, CommanderError } from 'commander';
-import { prestartWorkers } from '../engine/workers/index.js';
+import { prestartWorkers } from '../engine/pool/index.js';
 import { Repository, initRepository, openRepository } from '../engine/repo/repository.js';
 import { openBackend } from '../engine/backend/open.js';
 import { RequestLogCollector, describeRequests } from '../engine/backend/requestlog/index.js';

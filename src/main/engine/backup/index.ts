@@ -27,7 +27,13 @@ import {
   type ChangedRanges,
 } from '../operations.js';
 import { AbortedError, TidemarkError, UsageError, throwIfAborted } from '../errors.js';
-import { type WorkerPool, acquirePool, releasePool, defaultWorkerCount } from '../workers/index.js';
+import {
+  type WorkerPool,
+  acquirePool,
+  releasePool,
+  defaultWorkerCount,
+  BufferLedger,
+} from '../pool/index.js';
 import {
   segmentBuffers,
   sealedBlobOf,
@@ -41,7 +47,7 @@ import {
   type SmallFilesResult,
   type Task,
   type TaskEvent,
-} from '../workers/protocol.js';
+} from '../pool/wire.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { blockIdsOf, contentCount, contentIds, hasContent, nameBytes } from '../repo/tree.js';
 import {
@@ -202,6 +208,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
   const lock = await repo.lock(false, 'backup', undefined, opts.lockWaitMs ?? 10 * 60_000);
   const ticker = setInterval(emit, 250);
   let pool: WorkerPool | undefined;
+  let ledger: BufferLedger | undefined;
   let succeeded = false;
   try {
     // the worker threads start (~30–50 ms each, more on a busy PC) while the index and the previous
@@ -223,9 +230,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       },
       workers,
     );
-    // sealed segments' buffers go back to the workers once their blobs are written (Repository.returnBuffers)
+    // sealed segments' buffers go back to the workers once their blobs are written (pool/ledger.ts)
     const workerPool = pool;
-    repo.returnBuffers((ab) => workerPool.keepSpareSealed(ab));
+    const lent = (ledger = new BufferLedger((ab) => workerPool.spares.keepSealed(ab)));
     await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
@@ -267,6 +274,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           Buffer.from(b.sealed.buffer, b.sealed.byteOffset, b.sealed.byteLength),
           b.rawLength,
           b.compressed,
+          lent,
         );
       }
     };
@@ -288,7 +296,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         return {
           store: ev.ids.map((id) => repo.claimBlob(id)),
           handOver: pool!.withoutFiles > 0,
-          spares: pool!.takeSpareSegments(ev.spares),
+          spares: pool!.spares.takeSegments(ev.spares),
         } satisfies QueryReply;
       if (ev.kind === 'raw') {
         sealChunks(ev.chunks);
@@ -312,15 +320,15 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     /** Stores the blobs of a sealed segment (views into its one buffer: nothing is copied), and keeps the
      *  raw segment's buffer for the next reading worker that asks (QueryReply.spares). */
     const storeSegment = async (s: SealedSegment) => {
-      pool!.keepSpareSegment(s.emptied);
-      repo.holdBuffer(s.data.buffer);
+      pool!.spares.keepSegment(s.emptied);
+      lent.hold(s.data.buffer);
       try {
         await storeBlobs(
           Array.from(s.lengths, (_, k) => sealedBlobOf(s, k)),
           false,
         );
       } finally {
-        repo.releaseBuffer(s.data.buffer);
+        lent.release(s.data.buffer);
       }
     };
     // New chunks of large files are compressed and sealed by whichever worker is free (one big file's
@@ -412,7 +420,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
             // the file's blobs, as views of the task's one sealed buffer, held until readFile stored them
             if (!f.error && f.blobRefs?.length && sealed) {
               f.blobs = f.blobRefs.map((k) => sealedBlobOf(sealed, k));
-              repo.holdBuffer(sealed.data.buffer);
+              lent.hold(sealed.data.buffer);
             }
             b.resolve(f);
           });
@@ -617,7 +625,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         try {
           await storeBlobs(r.blobs, true);
         } finally {
-          if (small && r.blobs.length) repo.releaseBuffer(r.blobs[0].sealed.buffer); // held by flushSmall
+          if (small && r.blobs.length) lent.release(r.blobs[0].sealed.buffer); // held by flushSmall
         }
         progress.filesRead++;
         if (r.changedWhileReading) {
@@ -1039,7 +1047,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     throw err;
   } finally {
     clearInterval(ticker);
-    repo.returnBuffers(); // a failed run's held buffers are simply collected
+    ledger?.close(); // a failed run's held buffers are simply collected
     if (pool) await releasePool(pool, !succeeded);
     await lock.release().catch(() => {});
   }

@@ -72,6 +72,16 @@ export interface RepoStats {
   newBytes: number;
 }
 
+/**
+ * Lends the buffers of sealed blobs (a backup's workers seal into buffers they want back: pool/ledger.ts
+ * implements this). The pack writer takes a hold on a blob's buffer while a pack refers to it.
+ */
+export interface BufferLender {
+  /** Takes one more hold on `buffer` if it is lent (held); false, taking nothing, if not. */
+  retain(buffer: ArrayBufferLike): boolean;
+  release(buffer: ArrayBufferLike): void;
+}
+
 export class Repository {
   /** Blobs per index file written during a long backup. */
   static indexEvery = 20_000;
@@ -84,6 +94,8 @@ export class Repository {
   /** Blob IDs (hex) accepted for writing but not yet in an uploaded pack. */
   private readonly pending = new Set<string>();
   private readonly builders = new Map<BlobType, PackBuilder>();
+  /** The lent buffers each open pack keeps views of (addSealedBlob's `lender`), released once it is written. */
+  private readonly lent = new Map<PackBuilder, { lender: BufferLender; buffer: ArrayBufferLike }[]>();
   private readonly uploads = new Set<Promise<void>>();
   /** Data packs started since the last flush (see packTarget). */
   private dataPacksSinceFlush = 0;
@@ -231,13 +243,18 @@ export class Repository {
     return true;
   }
 
-  /** Adds a sealed blob (from sealBlob) to the pack of its type; uploads the pack when full. */
+  /**
+   * Adds a sealed blob (from sealBlob) to the pack of its type; uploads the pack when full. With a
+   * `lender` (the backup's buffer ledger, pool/ledger.ts), a blob that stays a view of its buffer in the
+   * pack (one too large to copy into the pack's own) keeps that buffer held until the pack is written.
+   */
   async addSealedBlob(
     type: BlobType,
     id: Buffer,
     sealed: Buffer,
     rawLength: number,
     compressed: boolean,
+    lender?: BufferLender,
   ): Promise<void> {
     if (this.uploadError) throw this.uploadError;
     let b = this.builders.get(type);
@@ -250,11 +267,10 @@ export class Repository {
       );
       this.builders.set(type, b);
     }
-    if (b.add(id, type, compressed, rawLength, sealed) && this.returning?.refs.has(sealed.buffer)) {
-      this.holdBuffer(sealed.buffer);
-      let held = this.returning.held.get(b);
-      if (!held) this.returning.held.set(b, (held = []));
-      held.push(sealed.buffer);
+    if (b.add(id, type, compressed, rawLength, sealed) && lender?.retain(sealed.buffer)) {
+      let lent = this.lent.get(b);
+      if (!lent) this.lent.set(b, (lent = []));
+      lent.push({ lender, buffer: sealed.buffer });
     }
     this.stats.packedBytes += sealed.length;
     this.stats.newBlobs++;
@@ -299,49 +315,16 @@ export class Repository {
     return id;
   }
 
-  /**
-   * Buffers handed back once nothing refers to them (the sealed segments a backup's workers send, whose
-   * memory they seal into again: WorkerPool.keepSpareSealed). The caller holds a buffer while it adds the
-   * blobs in it (holdBuffer … releaseBuffer); each pack part in it holds it until that pack is written.
-   * A buffer never held is never handed back; one whose holds were lost (a failed backup) is collected.
-   */
-  private returning?: {
-    refs: Map<ArrayBufferLike, number>;
-    held: Map<PackBuilder, ArrayBufferLike[]>;
-    give: (ab: ArrayBuffer) => void;
-  };
-
-  /** Starts (or with no argument ends) handing back buffers whose blobs are all written. */
-  returnBuffers(give?: (ab: ArrayBuffer) => void): void {
-    this.returning = give ? { refs: new Map(), held: new Map(), give } : undefined;
-  }
-
-  holdBuffer(ab: ArrayBufferLike): void {
-    const r = this.returning;
-    if (r) r.refs.set(ab, (r.refs.get(ab) ?? 0) + 1);
-  }
-
-  releaseBuffer(ab: ArrayBufferLike): void {
-    const r = this.returning;
-    const n = r?.refs.get(ab);
-    if (!r || n === undefined) return;
-    if (n > 1) r.refs.set(ab, n - 1);
-    else {
-      r.refs.delete(ab);
-      if (ab instanceof ArrayBuffer) r.give(ab);
-    }
-  }
-
   private async uploadPack(b: PackBuilder): Promise<void> {
     if (b.count === 0) return;
     // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
     // pack (a full pack never grows, and no caller uploads an empty one).
     const { id, parts, size, blobs, release: releasePack } = b.finish();
-    const held = this.returning?.held.get(b);
-    this.returning?.held.delete(b);
+    const lent = this.lent.get(b);
+    this.lent.delete(b);
     const release = () => {
       releasePack();
-      held?.forEach((ab) => this.releaseBuffer(ab));
+      lent?.forEach(({ lender, buffer }) => lender.release(buffer));
     };
     while (this.uploads.size >= (this.backend.writeConcurrency ?? 2)) await Promise.race(this.uploads);
     if (this.uploadError) {

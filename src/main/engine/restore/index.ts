@@ -24,15 +24,15 @@ import type { Tree, TreeNode } from '../repo/types.js';
 import type { RestoreError, RestoreOptions, RestoreProgress, RestoreResult } from '../operations.js';
 import { nameBytes, isSafeName, contentCount, contentIds } from '../repo/tree.js';
 import { AbortedError, TidemarkError, UnsafePathError, UsageError } from '../errors.js';
+import { type WorkerPool, acquireDecodePool, releasePool, defaultWorkerCount } from '../pool/index.js';
 import {
-  type WorkerPool,
-  acquireDecodePool,
-  releasePool,
   decodeBuffer,
-  defaultWorkerCount,
-} from '../workers/index.js';
-import type { DecodeResult } from '../workers/protocol.js';
-import { type DecodeItem, type DecodeOutcome, outcomesOf, packDecodeItems } from '../workers/decodeBatch.js';
+  outcomesOf,
+  packDecodeItems,
+  type DecodeItem,
+  type DecodeOutcome,
+  type DecodeResult,
+} from '../pool/wire.js';
 import { setTimes } from './times.js';
 import { directIoFilesystem } from '../aligned.js';
 
@@ -565,16 +565,16 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
 
     // ---- content: pack ranges, in the order the batches queued them -----------------------------
     // long runs of a file's pieces are written past the page cache where the target is on a local disk
-    // (the workers' PartWriter)
+    // (the workers' PartWriter, restore/worker/partWriter.ts)
     let direct: boolean | undefined;
     let directBytes = 0;
     // and a folder repository's packs are read past it where its folder is on a local disk: a restore
-    // reads each range once (pipelineWorker's readDirect)
+    // reads each range once (restore/worker/packRange.ts readDirect)
     let readDirect: boolean | undefined;
     let readDirectBytes = 0;
     const runJob = async ({ pack, blobs, uses }: PackJob) => {
       blobs.sort((a, b) => a.offset - b.offset);
-      // a folder repository's pack is read by the worker that decodes it (pipelineWorker's decodeFile)
+      // a folder repository's pack is read by the worker that decodes it (restore/worker/packRange.ts)
       const file = repo.backend.localFile?.('data', pack);
       for (const range of coalesce(blobs)) {
         let data: Buffer | undefined;

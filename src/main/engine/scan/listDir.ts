@@ -117,3 +117,9 @@ function listDirFs(dir: Buffer): FolderListing {
   });
   return { names: names.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.byteLength)), stats };
 }
+
+/** A folder's names and their lstat, as a worker thread answers a listDir task (without how it was made). */
+export async function listFolder(path: Uint8Array): Promise<FolderListing> {
+  const { names, stats, error } = await listDir(Buffer.from(path));
+  return error ? { error, names, stats } : { names, stats };
+}
