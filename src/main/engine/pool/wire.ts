@@ -170,7 +170,7 @@ export interface QueryReply {
   /** Empty segment buffers for the asking worker to fill (moved; see SealedSegment.emptied). */
   spares?: ArrayBuffer[];
   /** Emptied sealed-segment buffers for the asking worker to seal into (moved, as many as it has room
-   *  for; added by the pool: WorkerPool.keepSpareSealed). */
+   *  for; added by the pool: SpareBuffers.keepSealed). */
   scratch?: ArrayBuffer[];
 }
 
@@ -221,14 +221,14 @@ export interface DecodeResult {
 
 export type ToWorker =
   /** spares: emptied buffers of sealed segments, moved back for the worker to seal into again
-   *  (WorkerPool.keepSpareSealed). */
+   *  (SpareBuffers.keepSealed). */
   | { type: 'task'; taskId: number; task: Task; spares?: ArrayBuffer[] }
   | { type: 'reply'; taskId: number; seq: number; value: unknown }
   /** The pool's settings, first, to a thread started before its pool (prestartWorkers). */
   | { type: 'init'; init: WorkerInit };
 
 /** Bytes of emptied sealed-segment buffers a worker keeps at most (its `room` is what it lacks of that). */
-export const WORKER_SCRATCH_BYTES = 16 * 1024 * 1024; // see MAX_SPARE_SEALED_BYTES in ./index.ts
+export const WORKER_SCRATCH_BYTES = 16 * 1024 * 1024; // see MAX_SPARE_SEALED_BYTES in ./spares.ts
 
 /** `room`: bytes of sealed-segment buffers the worker would keep now (WORKER_SCRATCH_BYTES less what it
  *  has); the pool moves it no more than that (WorkerPool.takeSpareSealedFor). */

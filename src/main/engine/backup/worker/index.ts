@@ -52,7 +52,7 @@ export const backupTasks: Pick<TaskHandlers, 'backupFile' | 'backupSmallFiles' |
   },
   sealSegment: (_taskId, task) => {
     const r = sealSegment(task.segment);
-    // a block file's raw segment goes back to be filled again (see spareSegments)
+    // a block file's raw segment goes back to be filled again (see spareSegments in ./segments.ts)
     if (task.segment.oneFile) r.emptied = task.segment.data.buffer as ArrayBuffer;
     return { result: r, transfer: segmentBuffers(r) };
   },

@@ -95,7 +95,7 @@ async function readDirect(
   }
 }
 let directReadRefused = O_DIRECT === undefined;
-/** Aligned read buffers take a whole range of the restore's (up to 4 MiB, restore/index.ts coalesce, and
+/** Aligned read buffers take a whole range of the restore's (up to 4 MiB, restore/packReader.ts coalesce, and
  *  the blocks around it), so that ranges of different lengths use the same ones again; a longer range
  *  (one blob larger than that) takes whole MiBs. */
 const RANGE_UNIT = 1024 * 1024;
@@ -109,7 +109,7 @@ function keepRangeBuffer(buf: Buffer): void {
 }
 
 /** Buffers decodeFile reads into, kept from task to task (a fresh one costs a page fault per page). Two:
- *  a worker has one or two decode tasks at a time (the restore runs four, restore/index.ts RESTORE_LOOPS). */
+ *  a worker has one or two decode tasks at a time (the restore runs four, restore/packQueue.ts RESTORE_LOOPS). */
 const rangeBuffers: Buffer[] = [];
 const MAX_RANGE_BUFFERS = 2;
 function takeRangeBuffer(size: number): Buffer {
