@@ -15,6 +15,7 @@
  * deciding when jobs run (schedule/).
  */
 export { Catalog, assertNoSecrets, type SnapshotRow } from './catalog.js';
+export { RestoreTestLog } from './restoreTests.js';
 export {
   openCatalogDb,
   migrate,

@@ -19,7 +19,7 @@ export interface PackScan {
   pack: string;
   size: number;
   intact: boolean;
-  /** Why the pack is not intact. */
+  /** Why the pack is not intact (without the pack's name). */
   problem?: string;
   /** The blobs the header lists (intact packs: all of them sound). */
   header?: PackedBlob[];
@@ -115,7 +115,8 @@ async function scanPack(
   try {
     header = decodeHeader(repo.key, bytes, size, what);
   } catch (err) {
-    problem = (err as Error).message;
+    const m = (err as Error).message;
+    problem = m.startsWith(`${what}: `) ? m.slice(what.length + 2) : m;
   }
   // what the header says is there, then what the index says (a pack whose header is lost or cut off
   // still has its blobs where the index put them)
@@ -176,11 +177,9 @@ async function scanPack(
   const headerSound = !!header && header.every((b) => sound.has(b.id.toString('hex')));
   if (!problem && header && !headerSound) {
     const bad = header.filter((b) => !sound.has(b.id.toString('hex'))).length;
-    problem = `${what}: ${bad} of its ${header.length} blobs are damaged`;
+    problem = `${bad} of its ${header.length} blobs are damaged`;
   }
-  if (!problem && !hashOk) problem = `${what} does not match its hash`;
-  if (!problem && header && unsound.size)
-    problem = `${what}: the index places ${unsound.size} blob(s) in it that are not there`;
+  if (!problem && !hashOk) problem = 'it does not match its hash';
   const intact = hashOk && !!header && headerSound;
   return { pack, size, intact, problem: intact ? undefined : problem, header, sound, unsound };
 }
