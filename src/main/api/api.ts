@@ -241,7 +241,12 @@ export class TidemarkApi {
     const lastCheck = this.checks.get(job.id);
     if (lastCheck && !lastCheck.ok) health = 'error';
     const lastRestoreTest = await this.protection.last(job.id).catch(() => undefined);
-    if (lastRestoreTest?.status === 'failed') health = 'error';
+    // (a clean check since, as after a repair, answers a failed restore test)
+    if (
+      lastRestoreTest?.status === 'failed' &&
+      !(lastCheck?.ok && lastCheck.checkedAt > lastRestoreTest.endedAt)
+    )
+      health = 'error';
     const stats = this.stats.get(job.id);
     if (!stats) {
       this.stats.set(job.id, { snapshots: 0, bytes: null });

@@ -322,7 +322,10 @@ export async function restoreTest(repo: Repository, opts: RestoreTestOptions): P
       result.durationMs = Date.now() - started;
       return result;
     }
-    const restoreErrors = new Map(restored.errors.map((e) => [e.path, e.message]));
+    // (the restore names the file in its message: the failure names it already)
+    const restoreErrors = new Map(
+      restored.errors.map((e) => [e.path, e.message.replace(`cannot restore ${e.path}: `, '')]),
+    );
     progress.phase = 'comparing';
     progress.filesDone = 0;
     progress.bytesDone = 0;

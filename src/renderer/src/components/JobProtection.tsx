@@ -11,11 +11,12 @@ import { bytes, when } from '../format';
 
 const DAMAGE_CODES = ['CORRUPT_OBJECT', 'VERIFY_FAILED', 'RESTORE_TEST_FAILED'];
 
-/** Whether the job's repository is known to be damaged. */
+/** Whether the job's repository is known to be damaged (a clean check since a failed test answers it). */
 export function looksDamaged(job: JobSummary): boolean {
+  const t = job.lastRestoreTest;
   return (
     (job.lastCheck !== undefined && !job.lastCheck.ok) ||
-    job.lastRestoreTest?.status === 'failed' ||
+    (t?.status === 'failed' && !(job.lastCheck?.ok && job.lastCheck.checkedAt > t.endedAt)) ||
     (job.lastRun?.status === 'failed' && DAMAGE_CODES.includes(job.lastRun.error?.code ?? ''))
   );
 }
@@ -102,7 +103,8 @@ function RepairResult({ r }: { r: RepairSummary }) {
   );
 }
 
-export function RepairButton({ job }: { job: JobSummary }) {
+/** Shown on a damaged job; stays while its dialog is open (the repair makes the job healthy under it). */
+export function RepairButton({ job, damaged }: { job: JobSummary; damaged: boolean }) {
   const [open, setOpen] = useState(false);
   const progress = useProtection((s) => s.repairing[job.id]);
   const running = useProtection((s) => job.id in s.repairing);
@@ -118,6 +120,7 @@ export function RepairButton({ job }: { job: JobSummary }) {
     cleanup: 'Removing what was replaced',
     check: 'Checking the repository',
   };
+  if (!damaged && !open && !running) return null;
   return (
     <>
       <button className="button small danger" onClick={() => setOpen(true)} disabled={job.running}>

@@ -29,7 +29,7 @@ export function RestoreTestHistory() {
           </tr>
         </thead>
         <tbody>
-          {tests.map((t) => (
+          {tests.map((t) => [
             <tr key={t.id}>
               <td>
                 {t.runId ? (
@@ -47,22 +47,34 @@ export function RestoreTestHistory() {
               <td className="mono">{t.snapshotId.slice(0, 8)}</td>
               <td>
                 {t.files} file(s), {bytes(t.bytes)}
-                {t.allBlockFiles ? ' · every VM disk / database file' : ''}
+                {t.blockFiles ? ` · ${t.blockFiles} VM disk / database file(s)` : ''}
               </td>
               <td>
                 <span className={`badge tone-${tone[t.status]}`}>{verdict[t.status]}</span>
                 {t.status === 'failed' ? (
-                  <span className="small error-text">
-                    {' '}
-                    {t.failures.length} problem(s): <span className="mono">{t.failures[0]?.path}</span> —{' '}
-                    {t.failures[0]?.message}
-                  </span>
-                ) : t.status === 'error' ? (
-                  <span className="small muted"> {t.error?.message}</span>
+                  <span className="small error-text"> {t.failures.length} problem(s)</span>
                 ) : null}
               </td>
-            </tr>
-          ))}
+            </tr>,
+            t.status !== 'passed' ? (
+              <tr key={`${t.id}-why`} className="detail-row">
+                <td colSpan={5}>
+                  {t.status === 'error' ? (
+                    <span className="small muted">Could not run: {t.error?.message}</span>
+                  ) : (
+                    <ul className="warnings">
+                      {t.failures.slice(0, 5).map((f, i) => (
+                        <li key={i}>
+                          <span className="mono">{f.path}</span> — {f.message}
+                        </li>
+                      ))}
+                      {t.failures.length > 5 ? <li>… and {t.failures.length - 5} more</li> : null}
+                    </ul>
+                  )}
+                </td>
+              </tr>
+            ) : null,
+          ])}
         </tbody>
       </table>
     </div>

@@ -150,7 +150,7 @@ function JobCard({ job }: { job: JobSummary }) {
             {checking ? 'Checking…' : 'Check'}
           </button>
           <TestRestoreButton job={job} />
-          {looksDamaged(job) ? <RepairButton job={job} /> : null}
+          <RepairButton job={job} damaged={looksDamaged(job)} />
         </span>
       </footer>
     </article>
