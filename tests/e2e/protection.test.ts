@@ -66,7 +66,7 @@ suite('restore tests and repair in the app', () => {
     await expect.poll(() => page.getByLabel('Test restores').isChecked()).toBe(true);
     await page.getByLabel('Test every (days, 0 = after each backup)').fill('0');
     await page.getByLabel('Files per test').fill('5');
-    await page.screenshot({ path: path.join(shotDir, '20-wizard-restore-tests.png') });
+    await page.screenshot({ path: path.join(shotDir, '30-wizard-restore-tests.png') });
     await page.getByRole('button', { name: 'Review' }).click();
     await page.getByText('5 random files after every backup').waitFor();
     await page.getByRole('button', { name: 'Save changes' }).click();
@@ -83,7 +83,7 @@ suite('restore tests and repair in the app', () => {
       .toBe('completed');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Dashboard' }).click();
     await page.getByText(/Restore test .*: 5 file\(s\), .* restored and matched/).waitFor();
-    await page.screenshot({ path: path.join(shotDir, '21-dashboard-restore-test.png') });
+    await page.screenshot({ path: path.join(shotDir, '31-dashboard-restore-test.png') });
 
     // damage the data of album.txt, gone from the disk too: "Test restore" fails, "Repair…" appears
     const [snap] = await wired.api.call('snapshots.list', { jobId: job.id });
@@ -106,7 +106,7 @@ suite('restore tests and repair in the app', () => {
     await page.getByRole('button', { name: 'Test restore' }).click();
     await page.getByText(/Pictures: restore test FAILED/).waitFor({ timeout: 60_000 });
     await page.getByText(/Restore test .* FAILED: \d+ problem\(s\)/).waitFor();
-    await page.screenshot({ path: path.join(shotDir, '22-dashboard-restore-test-failed.png') });
+    await page.screenshot({ path: path.join(shotDir, '32-dashboard-restore-test-failed.png') });
 
     await page.getByRole('button', { name: 'Repair…' }).click();
     const dialog = page.getByRole('dialog', { name: 'Repair Pictures' });
@@ -117,7 +117,7 @@ suite('restore tests and repair in the app', () => {
       .getByText(`${snap.id.slice(0, 8)}:${path.join(src, 'album.txt')}`)
       .waitFor();
     await dialog.getByText('The repository checks clean now.').waitFor();
-    await page.screenshot({ path: path.join(shotDir, '23-repair-done.png') });
+    await page.screenshot({ path: path.join(shotDir, '33-repair-done.png') });
     await dialog.getByRole('button', { name: 'Close' }).first().click();
     await page.getByText(/Verified .*: no problems/).waitFor();
     const check = await wired.api.call('jobs.check', { id: job.id, readData: true });
@@ -129,7 +129,7 @@ suite('restore tests and repair in the app', () => {
     await tests.getByText('Failed', { exact: true }).waitFor();
     await tests.getByText('Passed', { exact: true }).waitFor();
     await tests.getByText(path.join(src, 'album.txt')).waitFor(); // the failure, by name
-    await page.screenshot({ path: path.join(shotDir, '24-history-restore-tests.png') });
+    await page.screenshot({ path: path.join(shotDir, '34-history-restore-tests.png') });
 
     expect(consoleErrors).toEqual([]);
   }, 180_000);

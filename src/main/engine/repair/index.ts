@@ -31,6 +31,7 @@ import { AbortedError, CorruptObjectError, NotFoundError, TidemarkError } from '
 import { surveyPacks } from './packs.js';
 import { recoverFromSources } from './sources.js';
 import { SnapshotRepair, type TreeOutcome } from './snapshots.js';
+import { breather } from './breathe.js';
 
 export type RepairPhase = 'packs' | 'snapshots' | 'sources' | 'rebuild' | 'writing' | 'cleanup';
 
@@ -145,7 +146,9 @@ export async function repair(repo: Repository, opts: RepairOptions = {}): Promis
     const oldIndexFiles = [...repo.indexFiles, ...repo.indexErrors.map((e) => e.name)];
     const damagedIndex = repo.indexErrors.map((e) => e.name).sort();
     const indexed = new Map<string, { id: string; loc: BlobLocation }[]>();
+    const breathe = breather();
     for (const [id, loc] of repo.index.entries()) {
+      if (breathe.due) await breathe.rest();
       let l = indexed.get(loc.pack);
       if (!l) indexed.set(loc.pack, (l = []));
       l.push({ id, loc });
@@ -161,7 +164,11 @@ export async function repair(repo: Repository, opts: RepairOptions = {}): Promis
     // The index to work with from here: every sound blob, in an intact pack where there is one, else
     // where it lies soundly in a damaged pack (read from there until it is copied out).
     const fresh = new BlobIndex();
-    for (const s of intact) for (const [id, loc] of s.sound) fresh.add(id, loc);
+    for (const s of intact)
+      for (const [id, loc] of s.sound) {
+        fresh.add(id, loc);
+        if (breathe.due) await breathe.rest();
+      }
     const salvage = new Map<string, { id: string; loc: BlobLocation }[]>();
     for (const s of damaged)
       for (const [id, loc] of s.sound)
@@ -175,6 +182,7 @@ export async function repair(repo: Repository, opts: RepairOptions = {}): Promis
     for (const [pack, blobs] of indexed) {
       const scan = survey.packs.get(pack);
       for (const b of blobs) {
+        if (breathe.due) await breathe.rest();
         const at = scan?.sound.get(b.id);
         if (!scan?.intact || !at || at.offset !== b.loc.offset) staleEntries++;
       }
@@ -191,7 +199,10 @@ export async function repair(repo: Repository, opts: RepairOptions = {}): Promis
     // the trees stored before this repair writes any: where the roots of damaged snapshot files are
     const storedTrees: ID[] = [];
     if (damagedSnapshots.length)
-      for (const [id, loc] of repo.index.entries()) if (loc.type === BlobType.Tree) storedTrees.push(id);
+      for (const [id, loc] of repo.index.entries()) {
+        if (loc.type === BlobType.Tree) storedTrees.push(id);
+        if (breathe.due) await breathe.rest();
+      }
     const whole = new Map<ID, boolean>();
     let n = 0;
     for (const s of readable) {
@@ -349,6 +360,7 @@ export async function repair(repo: Repository, opts: RepairOptions = {}): Promis
       for (const { id, loc } of blobs) {
         const sealed = bytes.subarray(loc.offset, loc.offset + loc.length);
         repo.decodeBlob(id, sealed, loc); // verified again: never copy a damaged blob
+        await new Promise<void>((r) => setImmediate(r)); // one blob (≤ 4 MiB) opened per turn of the loop
         await repo.addSealedBlob(
           loc.type as BlobType,
           Buffer.from(id, 'hex'),

@@ -9,11 +9,12 @@ import type { Repository } from '../repo/repository.js';
 import { mapLimit } from '../repo/repository.js';
 import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
 import { decodeHeader, type PackedBlob } from '../repo/pack.js';
-import { storageId } from '../crypto/index.js';
+import { Blake3Hasher } from '../crypto/index.js';
 import { AbortedError, NotFoundError, addContext } from '../errors.js';
 import { acquireDecodePool, releasePool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
 import type { DecodeResult } from '../workers/protocol.js';
 import { outcomesOf, packDecodeItems, type DecodeItem } from '../workers/decodeBatch.js';
+import { breather } from './breathe.js';
 
 export interface PackScan {
   pack: string;
@@ -100,6 +101,18 @@ export async function surveyPacks(
   return { packs, missing, unindexed: unindexed.sort(), rawLengths };
 }
 
+/** A pack's name from its bytes (BLAKE3), hashed a few MiB at a time: a 16 MiB pack hashed at once held
+ *  the event loop ~10 ms, two packs at a time twice that. */
+async function hashInSteps(bytes: Buffer): Promise<string> {
+  const h = new Blake3Hasher();
+  const STEP = 2 * 1024 * 1024;
+  for (let at = 0; at < bytes.length; at += STEP) {
+    h.update(bytes.subarray(at, Math.min(bytes.length, at + STEP)));
+    if (at + STEP < bytes.length) await new Promise<void>((r) => setImmediate(r));
+  }
+  return h.digest('hex');
+}
+
 async function scanPack(
   repo: Repository,
   pack: string,
@@ -109,7 +122,7 @@ async function scanPack(
 ): Promise<PackScan> {
   const size = bytes.length;
   const what = `pack ${pack.slice(0, 12)}`;
-  const hashOk = storageId(bytes) === pack;
+  const hashOk = (await hashInSteps(bytes)) === pack;
   let header: PackedBlob[] | undefined;
   let problem: string | undefined;
   try {
@@ -119,22 +132,30 @@ async function scanPack(
     problem = m.startsWith(`${what}: `) ? m.slice(what.length + 2) : m;
   }
   // what the header says is there, then what the index says (a pack whose header is lost or cut off
-  // still has its blobs where the index put them)
-  const candidates = new Map<string, Candidate>();
+  // still has its blobs where the index put them); one candidate per offset unless they disagree
+  const breathe = breather();
+  const all: Candidate[] = [];
+  const atOffset = new Map<number, Candidate>();
   const add = (c: Candidate) => {
-    const k = `${c.id}:${c.offset}:${c.length}`;
-    if (!candidates.has(k)) candidates.set(k, c);
+    const same = atOffset.get(c.offset);
+    if (same && same.id === c.id && same.length === c.length) return;
+    if (!same) atOffset.set(c.offset, c);
+    all.push(c);
   };
-  for (const b of header ?? [])
+  const headerIds = (header ?? []).map((b) => b.id.toString('hex'));
+  for (const [i, b] of (header ?? []).entries()) {
     add({
-      id: b.id.toString('hex'),
+      id: headerIds[i],
       type: b.type,
       offset: b.offset,
       length: b.length,
       rawLength: b.rawLength,
       compressed: b.compressed,
     });
-  for (const { id, loc } of indexed)
+    if (breathe.due) await breathe.rest();
+  }
+  for (const { id, loc } of indexed) {
+    if (breathe.due) await breathe.rest();
     add({
       id,
       type: loc.type as BlobType,
@@ -143,9 +164,9 @@ async function scanPack(
       rawLength: loc.rawLength,
       compressed: loc.compressed,
     });
-  const all = [...candidates.values()];
+  }
   const readable = all.filter((c) => c.offset + c.length <= size && c.length > 0);
-  const okKeys = new Set<string>();
+  const ok = new Set<Candidate>();
   if (readable.length) {
     const { buffer, transfer } = decodeBuffer(bytes);
     const packed = packDecodeItems(readable);
@@ -155,28 +176,27 @@ async function scanPack(
     ]);
     giveBuffer(r.returned);
     outcomesOf(readable, r.failed).forEach((res, i) => {
-      if (res.ok) okKeys.add(`${readable[i].id}:${readable[i].offset}:${readable[i].length}`);
+      if (res.ok) ok.add(readable[i]);
     });
   }
   const sound = new Map<string, BlobLocation>();
   const unsound = new Set<string>();
   for (const c of all) {
-    if (okKeys.has(`${c.id}:${c.offset}:${c.length}`)) {
-      if (!sound.has(c.id))
-        sound.set(c.id, {
-          pack,
-          offset: c.offset,
-          length: c.length,
-          rawLength: c.rawLength,
-          type: c.type,
-          compressed: c.compressed,
-        });
-    }
+    if (breathe.due) await breathe.rest();
+    if (ok.has(c) && !sound.has(c.id))
+      sound.set(c.id, {
+        pack,
+        offset: c.offset,
+        length: c.length,
+        rawLength: c.rawLength,
+        type: c.type,
+        compressed: c.compressed,
+      });
   }
   for (const c of all) if (!sound.has(c.id)) unsound.add(c.id);
-  const headerSound = !!header && header.every((b) => sound.has(b.id.toString('hex')));
+  const headerSound = !!header && headerIds.every((id) => sound.has(id));
   if (!problem && header && !headerSound) {
-    const bad = header.filter((b) => !sound.has(b.id.toString('hex'))).length;
+    const bad = headerIds.filter((id) => !sound.has(id)).length;
     problem = `${bad} of its ${header.length} blobs are damaged`;
   }
   if (!problem && !hashOk) problem = 'it does not match its hash';
