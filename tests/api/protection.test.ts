@@ -84,6 +84,11 @@ describe('restore tests and repair through the API', () => {
     fs.writeFileSync(pack, bytes);
     fs.rmSync(path.join(src, 'report-final.txt'));
 
+    // every file, so the damaged one is drawn
+    await api.call('jobs.update', {
+      id: job.id,
+      changes: { options: { restoreTest: { everyDays: 0, files: 100 } } },
+    });
     const failed = await api.call('jobs.testRestore', { id: job.id });
     expect(failed.status).toBe('failed');
     expect(failed.failures.map((f) => f.path)).toContain(path.join(src, 'report-final.txt'));
