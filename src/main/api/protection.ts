@@ -120,6 +120,12 @@ export class Protection {
 
   async testRestore(jobId: string, allBlockFiles?: boolean): Promise<RestoreTestSummary> {
     const job = await this.ctx.job(jobId);
+    // (a repair removes packs as it goes: a test meanwhile would fail for nothing)
+    if (this.repairing.has(job.id))
+      throw new ApiUsageError(
+        'ALREADY_RUNNING',
+        `"${job.name}" is being repaired: test it when the repair is done`,
+      );
     // the app's service records the test and announces it (restoreTest.finished) itself
     if (this.s.restoreTests) return this.s.restoreTests.test(job, { allBlockFiles });
     const engine = this.s.engine;
