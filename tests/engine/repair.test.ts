@@ -375,16 +375,24 @@ describe('repair', () => {
     }
   });
 
-  it('a crash at each removal step leaves a repository a second repair finishes', async () => {
-    for (const step of ['index', 'data', 'snapshots'] as const) {
-      const dir = await copyRepo(`crash-${step}`);
+  it('a crash at each write and removal step leaves a repository a second repair finishes', async () => {
+    const steps = [
+      ['save', 'data'],
+      ['save', 'index'],
+      ['save', 'snapshots'],
+      ['remove', 'index'],
+      ['remove', 'data'],
+      ['remove', 'snapshots'],
+    ] as const;
+    for (const [op, type] of steps) {
+      const dir = await copyRepo(`crash-${op}-${type}`);
       const { loc, file } = await chunkOf(dir, 'photos/gone.bin', 1);
       await flipByte(file, loc.offset + 7);
       const faulty = new FaultyBackend(new LocalBackend(dir), [
-        { op: 'remove', type: step, effect: { throw: () => new Error(`crash while removing ${step}`) } },
+        { op, type, effect: { throw: () => new Error(`crash at ${op} ${type}`) } },
       ]);
       const repo = await Repository.open(faulty, PW);
-      await expect(repair(repo)).rejects.toThrow(`crash while removing ${step}`);
+      await expect(repair(repo)).rejects.toThrow(`crash at ${op} ${type}`);
       await repo.close();
       const r = await runRepair(dir);
       expect(r.clean).toBe(false);
