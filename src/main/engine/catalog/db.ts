@@ -170,6 +170,10 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
   (db) => {
     db.exec('ALTER TABLE runs ADD COLUMN requests TEXT');
   },
+  // 5: which sources a run read from a filesystem snapshot, and why not the others (JSON SnapshotReport).
+  (db) => {
+    db.exec('ALTER TABLE runs ADD COLUMN snapshots TEXT');
+  },
 ];
 
 export interface OpenOptions {
