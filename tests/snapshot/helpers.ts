@@ -42,8 +42,9 @@ export function lvmSkipReason(): string | undefined {
   if (c) return c;
   for (const cmd of ['pvcreate', 'vgcreate', 'lvcreate', 'lvremove', 'mkfs.ext4'])
     if (!have(cmd)) return `${cmd} is not installed (apt-get install lvm2 e2fsprogs)`;
-  if (!fs.existsSync('/dev/mapper/control'))
-    return 'the kernel has no device-mapper (/dev/mapper/control is missing), so LVM cannot run on this machine';
+  // the device node can exist (dmsetup makes it) where the kernel has no driver: ask the kernel
+  if (!/\bdevice-mapper\b/.test(fs.readFileSync('/proc/misc', 'utf8')))
+    return 'the kernel has no device-mapper (not in /proc/misc), so LVM cannot run on this machine';
   return undefined;
 }
 

@@ -109,9 +109,10 @@ export async function createLvm(
   exec: Exec,
   t: SnapshotTarget,
   record: SnapshotRecord,
+  mountBase = LVM_MOUNT_BASE,
 ): Promise<MadeSnapshot> {
   const { vg, lv, fstype } = t.data;
-  record.data = { ...record.data, vg, origin: lv, mountPoint: path.join(LVM_MOUNT_BASE, record.name) };
+  record.data = { ...record.data, vg, origin: lv, mountPoint: path.join(mountBase, record.name) };
   const args =
     t.kind === 'lvm-thin'
       ? ['-s', '-kn', '-n', record.name, '--addtag', LVM_TAG, `${vg}/${lv}`] // -kn: activate it like any volume
@@ -125,7 +126,7 @@ export async function createLvm(
   const opts = fstype === 'xfs' ? 'ro,nouuid' : 'ro';
   await exec('mount', ['-t', fstype, '-o', opts, made.dmPath, mnt]);
   const [live, snap] = await Promise.all([fsp.stat(t.volume), fsp.stat(mnt)]);
-  return { root: mnt, dev: { snapshot: snap.dev, original: live.dev }, hidden: [LVM_MOUNT_BASE] };
+  return { root: mnt, dev: { snapshot: snap.dev, original: live.dev }, hidden: [mountBase] };
 }
 
 /** Why a classic snapshot cannot be trusted after the backup (it overflowed), or undefined. */
