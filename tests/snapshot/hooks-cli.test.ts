@@ -113,7 +113,6 @@ describe('pre/post-commands and snapshot mode of a job', () => {
 
   it('fails the run clearly when the pre-command fails (nothing backed up; the post-command still runs)', async () => {
     const repo = path.join(tmp, 'repo');
-    const src = path.join(tmp, 'src');
     const envOut = path.join(tmp, 'post-env-2.txt');
     expect(
       (
