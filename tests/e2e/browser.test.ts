@@ -263,7 +263,10 @@ suite('browser mode, end to end with the real engine', () => {
     const snapCard = page.getByRole('region', { name: 'Snapshots' });
     await snapCard.getByText('Use a snapshot: When possible').waitFor();
     await snapCard.getByText(/^(read from snapshot|read live — )/).waitFor();
-    await page.getByLabel('Run log').getByText(/pre: e2e-pre-command/).waitFor();
+    await page
+      .getByLabel('Run log')
+      .getByText(/pre: e2e-pre-command/)
+      .waitFor();
     await snapCard.screenshot({ path: path.join(shotDir, '11c-history-snapshots.png') });
     await requestsCard.screenshot({ path: path.join(shotDir, '11b-history-requests.png') });
     await shot('11-history');
