@@ -302,7 +302,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       } finally {
         if (snapshots) {
           for (const message of await snapshots.problems())
-            problems.push({ severity: 'error', message, code: 'SNAPSHOT_OVERFLOW' });
+            problems.push({ severity: 'warning', message, code: 'SNAPSHOT_OVERFLOW' }); // the run completes with warnings
           await snapshots
             .release()
             .catch((err: Error) =>
