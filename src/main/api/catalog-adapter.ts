@@ -157,6 +157,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         workers: j.options.workers,
         verifyAfter: j.options.verifyAfterBackup,
         blockFiles: j.options.blockFiles,
+        snapshot: j.options.snapshot,
+        preCommand: j.options.preCommand,
+        postCommand: j.options.postCommand,
+        hookTimeoutSec: j.options.hookTimeoutSec,
         ...(j.options.restoreTest
           ? {
               restoreTest: { everyDays: j.options.restoreTest.everyDays, files: j.options.restoreTest.files },
@@ -190,6 +194,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         workers: spec.options.workers,
         verifyAfterBackup: spec.options.verifyAfter,
         blockFiles: spec.options.blockFiles,
+        snapshot: spec.options.snapshot,
+        preCommand: spec.options.preCommand || undefined,
+        postCommand: spec.options.postCommand || undefined,
+        hookTimeoutSec: spec.options.hookTimeoutSec,
         // (a temporary folder chosen with the CLI is kept)
         restoreTest: spec.options.restoreTest
           ? { ...current?.options.restoreTest, ...spec.options.restoreTest }
@@ -324,6 +332,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       warningList: problems.map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
       log: this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`),
       ...(r.requests ? { requests: r.requests } : {}),
+      ...(r.snapshots ? { snapshots: r.snapshots } : {}),
     };
   }
 

@@ -170,7 +170,11 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
   (db) => {
     db.exec('ALTER TABLE runs ADD COLUMN requests TEXT');
   },
-  // 5: restore tests (catalog/restoreTests.ts): after a job's backups, or on demand.
+  // 5: which sources a run read from a filesystem snapshot, and why not the others (JSON SnapshotReport).
+  (db) => {
+    db.exec('ALTER TABLE runs ADD COLUMN snapshots TEXT');
+  },
+  // 6: restore tests (catalog/restoreTests.ts): after a job's backups, or on demand.
   (db) => {
     db.exec(`
       CREATE TABLE restore_tests (

@@ -18,6 +18,14 @@ import { useApp } from '../stores/app';
 import { useJobs } from '../stores/jobs';
 import { FolderInput } from '../components/DirBrowser';
 import { Field } from '../components/ui';
+import {
+  SnapshotFields,
+  defaultSnapshotForm,
+  snapshotFormOf,
+  snapshotModeText,
+  snapshotOptionsOf,
+  type SnapshotForm,
+} from '../components/SnapshotFields';
 import { Icon } from '../components/Icon';
 import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
 import type { Destination, DestinationTestResult } from '../api';
@@ -65,6 +73,8 @@ interface Form {
   workers: number | undefined;
   /** VM disks, databases and mail stores in fixed-size blocks (block-level incrementals). */
   blockFiles: boolean;
+  /** Filesystem snapshot and pre/post-commands (components/SnapshotFields). */
+  hooks: SnapshotForm;
   /** Restore tests after backups: every N days, N files (RestoreTestFields). */
   restoreTest: RestoreTestForm;
 }
@@ -181,6 +191,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     readLimitMBps: 0,
     workers: undefined,
     blockFiles: true,
+    hooks: defaultSnapshotForm,
     restoreTest: DEFAULT_RESTORE_TEST,
   });
   const set = (patch: Partial<Form>) => {
@@ -236,6 +247,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
           blockFiles: j.options.blockFiles !== false,
+          hooks: snapshotFormOf(j.options),
           restoreTest: restoreTestForm(j.options.restoreTest),
         }));
       })
@@ -259,6 +271,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         readLimitMBps: form.readLimitMBps || undefined,
         workers: form.workers,
         blockFiles: form.blockFiles,
+        ...snapshotOptionsOf(form.hooks),
         restoreTest: restoreTestOption(form.restoreTest),
       },
       password: editing ? 'unchanged-password' : form.password,
@@ -757,6 +770,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 (64 MiB+: incrementals read and store only the blocks that changed)
               </span>
             </label>
+            <SnapshotFields value={form.hooks} onChange={(hooks) => set({ hooks })} />
             <RestoreTestFields
               value={form.restoreTest}
               onChange={(restoreTest) => set({ restoreTest })}
@@ -806,6 +820,12 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 .filter(([, v]) => v)
                 .map(([k, v]) => `${k.replace('keep', '')}: ${v}`)
                 .join(' · ') || 'Keep everything'}
+            </dd>
+            <dt>Open files</dt>
+            <dd>
+              Snapshot: {snapshotModeText(form.hooks.snapshot)}
+              {form.hooks.preCommand.trim() ? ` · before: ${form.hooks.preCommand.trim()}` : ''}
+              {form.hooks.postCommand.trim() ? ` · after: ${form.hooks.postCommand.trim()}` : ''}
             </dd>
             <dt>Restore tests</dt>
             <dd>{describeRestoreTest(form.restoreTest)}</dd>
