@@ -129,6 +129,23 @@ export const jobOptionsSchema = z.object({
   /** Back up VM disks, databases and mail stores (64 MiB+) in fixed-size blocks, so that incrementals
    *  read and store only the blocks that changed (absent: on). */
   blockFiles: z.boolean().optional(),
+  /** Read the sources from a filesystem snapshot (btrfs, LVM, VSS, APFS): where possible (absent),
+   *  always (the run fails without one), never. */
+  snapshot: z.enum(['when-possible', 'always', 'never']).optional(),
+  /** Shell commands run before the scan (a failure fails the run) and after the run (its result in
+   *  TIDEMARK_RUN_STATUS); their output goes to the run log. */
+  preCommand: z.string().trim().max(4000).optional(),
+  postCommand: z.string().trim().max(4000).optional(),
+  /** Seconds each command may take (default 600). */
+  hookTimeoutSec: z.number().int().min(1).max(86_400).optional(),
+  /** Restore tests after backups: a random sample of files restored into a temporary folder and
+   *  compared with the stored hashes, every `everyDays` days (0: after every backup); absent: none. */
+  restoreTest: z
+    .object({
+      everyDays: z.number().int().min(0, 'use 0 or more days').max(365),
+      files: z.number().int().min(1, 'test at least one file').max(10_000),
+    })
+    .optional(),
 });
 export type JobOptions = z.infer<typeof jobOptionsSchema>;
 
@@ -273,12 +290,30 @@ export interface RunRequests {
   recent: RunRequestRecord[];
 }
 
+/** How a run read one source (or a filesystem mounted inside one): from a snapshot, or live and why. */
+export interface RunSourceRead {
+  path: string;
+  snapshot?: { kind: 'btrfs' | 'lvm-thin' | 'lvm' | 'vss' | 'apfs'; name: string; volume: string };
+  reason?: string;
+  nested?: boolean;
+}
+
+/** The filesystem snapshots of a run (History shows which sources came from one, and why not the rest). */
+export interface RunSnapshots {
+  mode: 'when-possible' | 'always' | 'never';
+  sources: RunSourceRead[];
+  /** Snapshots earlier runs left behind (a crash or kill) that this run removed. */
+  leftoversRemoved?: string[];
+}
+
 export interface RunDetail extends RunSummary {
   samples: RunSample[];
   warningList: RunWarning[];
   log: string[];
   /** Repository requests of the run (runs recorded before this existed have none). */
   requests?: RunRequests;
+  /** Which sources were read from a filesystem snapshot (runs without the snapshot step have none). */
+  snapshots?: RunSnapshots;
 }
 
 export type Phase =
@@ -291,6 +326,7 @@ export type Phase =
   | 'indexing'
   | 'prune'
   | 'verify'
+  | 'restore-test'
   | 'done';
 
 /** A run in progress, as the Live run page and the tray show it. */
@@ -320,6 +356,64 @@ export interface JobSummary extends Job {
   running: boolean;
   /** The last repository check made in this session, if any. */
   lastCheck?: CheckSummary;
+  /** The job's newest restore test, if any. */
+  lastRestoreTest?: RestoreTestSummary;
+}
+
+/** A restore test: a sample of a snapshot restored into a temporary folder and compared with its hashes. */
+export interface RestoreTestSummary {
+  id: string;
+  jobId: string;
+  jobName: string;
+  /** The backup run it followed; absent: made on demand. */
+  runId?: string;
+  snapshotId: string;
+  trigger: 'schedule' | 'manual';
+  /** passed: everything matched; failed: something did not restore correctly; error: no test was made. */
+  status: 'passed' | 'failed' | 'error';
+  startedAt: string;
+  endedAt: string;
+  files: number;
+  bytes: number;
+  blockFiles: number;
+  /** Every block file of the snapshot was restored (the monthly test). */
+  allBlockFiles: boolean;
+  failures: { path: string; message: string }[];
+  skipped: { path: string; reason: string }[];
+  error?: WireError;
+}
+
+/** What a repair of a job's repository did (or, as a dry run, would do). */
+export interface RepairSummary {
+  repairedAt: string;
+  dryRun: boolean;
+  /** Nothing needed repairing. */
+  clean: boolean;
+  damagedPacks: number;
+  missingPacks: number;
+  damagedIndexFiles: number;
+  /** Sound blobs copied out of damaged packs. */
+  blobsSalvaged: number;
+  /** Lost blobs read again from the files on this computer. */
+  blobsFromSources: number;
+  /** Blobs some snapshot needed that could not be saved. */
+  blobsLost: number;
+  snapshotsRebuilt: number;
+  snapshotsRemoved: number;
+  snapshotsRecovered: number;
+  /** What could not be saved ("snapshot:/path"), capped; `lostCount` is exact. */
+  lost: { where: string; kind: 'file' | 'folder' | 'snapshot'; reason: string }[];
+  lostCount: number;
+  /** The check made after the repair. */
+  check?: CheckSummary;
+}
+
+/** A repair in progress. */
+export interface RepairProgress {
+  jobId: string;
+  phase: 'packs' | 'snapshots' | 'sources' | 'rebuild' | 'writing' | 'cleanup' | 'check';
+  done: number;
+  total: number;
 }
 
 export interface SnapshotInfo {
@@ -505,6 +599,13 @@ export const argSchemas = {
   'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
   'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
   'jobs.maintenance': z.object({ id }).strict(),
+  /** A restore test of the job's newest snapshot now (`allBlockFiles`: every block file too). */
+  'jobs.testRestore': z.object({ id, allBlockFiles: z.boolean().optional() }).strict(),
+  /** Repairs the job's repository (waits for nothing: fails while a backup holds it). */
+  'jobs.repair': z.object({ id, dryRun: z.boolean().optional() }).strict(),
+  'restoreTests.list': z
+    .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
+    .strict(),
   /** Tries a destination before it is saved. On the edit page, a blank secret with `jobId` uses the stored one. */
   'destinations.test': z
     .object({ destination: destinationSchema, secretAccessKey, jobId: id.optional() })
@@ -576,6 +677,9 @@ export interface ApiResults {
   'jobs.previewRetention': RetentionPreview;
   'jobs.check': CheckSummary;
   'jobs.maintenance': MaintenanceInfo | null;
+  'jobs.testRestore': RestoreTestSummary;
+  'jobs.repair': RepairSummary;
+  'restoreTests.list': RestoreTestSummary[];
   'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;
@@ -604,6 +708,9 @@ export interface ApiEvents {
   'jobs.changed': { jobId: string | null };
   'restore.progress': RestoreStatus;
   'settings.changed': Settings;
+  /** A restore test ended (after a backup or on demand), whatever its verdict. */
+  'restoreTest.finished': RestoreTestSummary;
+  'repair.progress': RepairProgress;
 }
 export type ApiEvent = keyof ApiEvents;
 export const apiEvents: readonly ApiEvent[] = API_EVENTS;

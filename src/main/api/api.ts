@@ -29,6 +29,7 @@ import type { ApiServices, JobSpec, RepoHandle, Runner } from './services.js';
 import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
+import { Protection } from './protection.js';
 import { applyRetentionPolicy } from '../engine/repo/retentionPolicy.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
 import {
@@ -57,11 +58,14 @@ export class TidemarkApi {
   private checks = new Map<string, CheckSummary>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
   private handlers: Handlers;
+  private protection: Protection;
 
   constructor(private s: ApiServices) {
     this.events.setMaxListeners(0);
-    const emit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) =>
-      this.emit(event, payload as never);
+    const emit = (
+      event: 'run.progress' | 'run.finished' | 'jobs.changed' | 'restoreTest.finished',
+      payload: unknown,
+    ) => this.emit(event, payload as never);
     if (s.runner) this.runs = s.runner(emit);
     else {
       // the API's own runner records runs itself, so it needs a store that can save them
@@ -73,6 +77,19 @@ export class TidemarkApi {
     this.events.on('run.finished', (run: { jobId: string }) => {
       this.dropRepo(run.jobId);
       void this.refreshStats(run.jobId);
+    });
+    this.protection = new Protection({
+      services: s,
+      job: (id) => this.job(id),
+      repoFor: (job) => this.repoFor(job),
+      openOwn: async (job) => {
+        const [pw, t] = await Promise.all([this.password(job), this.target(job)]);
+        return this.s.engine.open(t.location, pw, t.options);
+      },
+      dropRepo: (id) => this.dropRepo(id),
+      isRunning: (id) => this.runs.isRunning(id),
+      setCheck: (id, c) => this.checks.set(id, c),
+      emit: (event: ApiEvent, payload: unknown) => this.emit(event, payload as never),
     });
     this.handlers = this.makeHandlers();
   }
@@ -223,6 +240,13 @@ export class TidemarkApi {
     }
     const lastCheck = this.checks.get(job.id);
     if (lastCheck && !lastCheck.ok) health = 'error';
+    const lastRestoreTest = await this.protection.last(job.id).catch(() => undefined);
+    // (a clean check since, as after a repair, answers a failed restore test)
+    if (
+      lastRestoreTest?.status === 'failed' &&
+      !(lastCheck?.ok && lastCheck.checkedAt > lastRestoreTest.endedAt)
+    )
+      health = 'error';
     const stats = this.stats.get(job.id);
     if (!stats) {
       this.stats.set(job.id, { snapshots: 0, bytes: null });
@@ -238,6 +262,7 @@ export class TidemarkApi {
       repoBytes: stats?.bytes ?? null,
       running: this.runs.isRunning(job.id),
       lastCheck,
+      ...(lastRestoreTest ? { lastRestoreTest } : {}),
     };
   }
 
@@ -556,6 +581,9 @@ export class TidemarkApi {
         if (!s.engine.maintenance) return null;
         return s.engine.maintenance(await this.repoFor(job));
       },
+      'jobs.testRestore': async (a) => this.protection.testRestore(a.id, a.allBlockFiles),
+      'jobs.repair': async (a) => this.protection.repair(a.id, a.dryRun),
+      'restoreTests.list': async (a) => this.protection.list(a),
       'destinations.test': async (a) => {
         let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
         if (a.destination.kind === 's3' && !secret && a.jobId) {

@@ -25,6 +25,7 @@ import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { getNewPassword, getPassword } from './password.js';
 import { addRetentionOptions, retentionFrom, retentionGiven } from './retention.js';
+import { addProtectCommands } from './protect.js';
 
 export interface CliIO {
   out: (text: string) => void;
@@ -589,6 +590,8 @@ export function buildProgram(
         () => ({ id }),
       );
     });
+
+  addProtectCommands(program, { io, g, print, withRepo, signal, setExitCode: (c) => (exitCode = c) });
 
   for (const r of registrars) r(program, ctx);
   return { program, exitCode: () => exitCode };

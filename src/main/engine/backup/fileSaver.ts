@@ -108,13 +108,13 @@ export class FileSaver {
     }
   }
 
-  /** One task, once a slot is free and the backup is not paused. */
-  private async runTask(task: BackupFileTask & { path: Buffer }): Promise<BackupFileResult> {
+  /** One task, once a slot is free and the backup is not paused; `shown`: the file's recorded path. */
+  private async runTask(task: BackupFileTask & { path: Buffer }, shown: Buffer): Promise<BackupFileResult> {
     await this.taskSlots.take();
     await this.run.opts.pauseGate?.wait(); // paused: start nothing new
     try {
       throwIfAborted(this.run.signal);
-      this.run.progress.currentFile = show(task.path);
+      this.run.progress.currentFile = show(shown);
       return await this.pool.run<BackupFileResult>(task, this.sealer.onEvent);
     } finally {
       this.taskSlots.give();
@@ -128,10 +128,17 @@ export class FileSaver {
     incremental?: BackupFileTask['incremental'],
     blockSize?: number,
   ): Promise<BackupFileResult> {
-    const task = { op: 'backupFile' as const, path: abs, size, mtimeMs, incremental, blockSize };
+    const task = {
+      op: 'backupFile' as const,
+      path: this.run.view.read(abs),
+      size,
+      mtimeMs,
+      incremental,
+      blockSize,
+    };
     const stripeBytes = this.run.opts.stripeBytes ?? STRIPE_BYTES;
     const parts = blockSize && !incremental ? stripeParts(size, this.workers, stripeBytes) : 1;
-    if (parts < 2) return this.runTask(task);
+    if (parts < 2) return this.runTask(task, abs);
     // A whole block file is read by every worker at once, each taking every parts-th stripe. In one task
     // the reading thread was busy all along hashing blocks (BLAKE3 gets little of its SIMD from 4 KiB
     // inputs) and copying them: a whole read of an already stored 2 GiB file at 4 KiB blocks, cold,
@@ -140,7 +147,7 @@ export class FileSaver {
     const stripe = Math.max(1, Math.floor(stripeBytes / blockSize!));
     const settled = await Promise.allSettled(
       Array.from({ length: parts }, (_, part) =>
-        this.runTask({ ...task, stripes: { blocks: stripe, parts, part } }),
+        this.runTask({ ...task, stripes: { blocks: stripe, parts, part } }, abs),
       ),
     );
     for (const r of settled) if (r.status === 'rejected') throw r.reason;
@@ -148,7 +155,7 @@ export class FileSaver {
     const bytesRead = results.reduce((a, r) => a + r.bytesRead, 0);
     if (results.some((r) => r.short)) {
       // it shrank while it was read: once more in one task, which keeps what was there
-      const again = await this.runTask(task);
+      const again = await this.runTask(task, abs);
       return { ...again, bytesRead: bytesRead + again.bytesRead, changedWhileReading: true };
     }
     return {

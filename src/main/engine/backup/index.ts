@@ -8,8 +8,9 @@
  * sealing) send chunks back; the sealer (./sealer.ts) answers their dedup queries and puts sealed blobs
  * into the repository's packs. Folder trees are saved bottom-up as their children finish
  * (./treeSaver.ts), so an unchanged folder keeps its tree ID; the sources hang under a tree mirroring
- * their paths (./sources.ts). The snapshot is written last, after every pack and index it depends on.
- * One run's shared state is explicit in ./run.ts.
+ * their paths (./sources.ts), read where the source views say (a filesystem snapshot, ./sourceView.ts).
+ * The snapshot is written last, after every pack and index it depends on. One run's shared state is
+ * explicit in ./run.ts.
  * Guarantees: unreadable, vanished or special entries are skipped and listed, never fatal; a cancel
  * or crash leaves earlier snapshots intact. Not here: change tracking itself (tracking/), scheduling.
  */
@@ -36,6 +37,7 @@ import { SmallFileBatches } from './smallFiles.js';
 import { findParent, normalizeSources, saveSources } from './sources.js';
 import { TreeSaver } from './treeSaver.js';
 import { Walker } from './walk.js';
+import { hiddenPatterns, withSourceViews } from './sourceView.js';
 
 export { findParent, normalizeSources } from './sources.js';
 export type { ScanCounters } from './run.js';
@@ -48,12 +50,13 @@ export interface BackupRunResult extends BackupResult {
  *  another 8 MiB read block each, ~30 MB more peak RSS at the same speed in `npm run bench`). */
 const TASKS_PER_WORKER = 2;
 
-export async function backup(repo: Repository, opts: BackupOptions): Promise<BackupRunResult> {
+export async function backup(repo: Repository, options: BackupOptions): Promise<BackupRunResult> {
+  const opts = await withSourceViews(options); // takes the filesystem snapshots, unless the caller did
   const run = new BackupRun(repo, opts);
   const { signal, log, progress, stats, skipped, counters, emit } = run;
   const sources = normalizeSources(opts.paths);
   const host = opts.host ?? os.hostname();
-  const excluder = new Excluder(opts.excludes);
+  const excluder = new Excluder([...(opts.excludes ?? []), ...hiddenPatterns(opts.hiddenPaths)]);
   emit();
   // handled from the start: a promise of ranges that fails while the lock is taken is no unhandled rejection
   const rangesArriving: Promise<ChangedRanges | Error | undefined> = Promise.resolve(

@@ -63,13 +63,15 @@ export class Lister {
     const { run, excluder } = this;
     await run.opts.pauseGate?.wait();
     run.counters.readdir++;
-    const r = await this.pool.run<ListDirResult>({ op: 'listDir', path: abs });
+    const r = await this.pool.run<ListDirResult>({ op: 'listDir', path: run.view.read(abs) });
     if (r.error) return Object.assign(new Error(r.error.message), { code: r.error.code });
     run.counters.stat += r.names.length;
     const names = r.names.map((n) => Buffer.from(n.buffer, n.byteOffset, n.byteLength));
     const stats = r.stats.map((st, i) => {
       if (!excluder.empty && excluder.excludes(show(join(abs, names[i])), show(names[i]))) return undefined;
-      return 'error' in st ? Object.assign(new Error(st.error.message), { code: st.error.code }) : st;
+      return 'error' in st
+        ? Object.assign(new Error(st.error.message), { code: st.error.code })
+        : run.view.recorded(st);
     });
     return { names, stats };
   }

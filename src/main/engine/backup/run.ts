@@ -1,12 +1,14 @@
 /**
  * One backup's shared state, explicit: its options, the progress it reports (sent at most every 250 ms
- * and at each phase), the totals its snapshot records, the entries it skipped and the filesystem calls it
- * made. Every stage of the backup (./index.ts) gets this one object; nothing else is shared between them.
+ * and at each phase), the totals its snapshot records, the entries it skipped, the filesystem calls it
+ * made, and where it reads its sources (the source views: every stage that touches the filesystem reads
+ * `view.read(path)` and records what it finds under the original path). Every stage of the backup (./index.ts) gets this one object; nothing else is shared between them.
  */
 import path from 'node:path';
 import type { Repository } from '../repo/repository.js';
 import type { DirSummary, SkippedEntry, TreeNode } from '../repo/types.js';
 import { newBackupProgress, type BackupOptions, type BackupProgress } from '../operations.js';
+import { sourceViewMap, type SourceViewMap } from './sourceView.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
 export interface ScanCounters {
@@ -32,6 +34,8 @@ export class BackupRun {
   readonly stats = { files: 0, dirs: 0, totalBytes: 0, filesUnchanged: 0 };
   /** The repository's counters when the run began: the run's own are the difference. */
   readonly statsAtStart: Repository['stats'];
+  /** Recorded path → where it is read (a filesystem snapshot; ./sourceView.ts). */
+  readonly view: SourceViewMap;
 
   constructor(
     readonly repo: Repository,
@@ -40,6 +44,7 @@ export class BackupRun {
     this.signal = opts.signal;
     this.log = opts.log ?? (() => {});
     this.statsAtStart = { ...repo.stats };
+    this.view = sourceViewMap(opts.sourceViews);
   }
 
   /** Sends the progress (a copy) to the caller's sink. */

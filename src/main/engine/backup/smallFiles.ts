@@ -65,7 +65,7 @@ export class SmallFileBatches {
       const r = await this.pool.run<SmallFilesResult>(
         {
           op: 'backupSmallFiles',
-          files: batch.map((b) => ({ path: b.abs, size: b.size, mtimeMs: b.mtimeMs })),
+          files: batch.map((b) => ({ path: run.view.read(b.abs), size: b.size, mtimeMs: b.mtimeMs })),
         },
         this.onEvent,
       );

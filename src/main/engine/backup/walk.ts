@@ -37,8 +37,9 @@ export class Walker {
   }
 
   async lstat(p: Buffer): Promise<EntryStat> {
+    const { view } = this.run;
     this.run.counters.stat++;
-    return entryStat(await fs.lstat(p, { bigint: true }));
+    return view.recorded(entryStat(await fs.lstat(view.read(p), { bigint: true })));
   }
 
   /** Builds the node of one entry; folders recurse. Returns undefined when the entry is skipped. */
@@ -91,7 +92,7 @@ export class Walker {
       }
       case 'symlink': {
         try {
-          const target = (await fs.readlink(abs, { encoding: 'buffer' })) as Buffer;
+          const target = (await fs.readlink(run.view.read(abs), { encoding: 'buffer' })) as Buffer;
           const text = target.toString('utf8');
           node.linkTarget = text;
           if (!Buffer.from(text, 'utf8').equals(target)) node.linkTargetRaw = target.toString('base64');

@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import { openCatalogDb, databaseSize, type DB, type OpenOptions } from './db.js';
 import { FileIndex } from './fileIndex.js';
+import { RestoreTestLog } from './restoreTests.js';
 import type {
   Job,
   JobSpec,
@@ -71,10 +72,12 @@ export interface SnapshotRow {
 export class Catalog {
   readonly db: DB;
   readonly files: FileIndex;
+  readonly restoreTests: RestoreTestLog;
 
   constructor(dataDir: string, opts: OpenOptions = {}) {
     this.db = openCatalogDb(dataDir, opts);
     this.files = new FileIndex(this.db);
+    this.restoreTests = new RestoreTestLog(this.db);
   }
 
   close(): void {
@@ -337,6 +340,7 @@ export class Catalog {
       verify?: RunRecord['verify'];
       retention?: RunRecord['retention'];
       requests?: RunRecord['requests'];
+      snapshots?: RunRecord['snapshots'];
     },
   ): void {
     const cols: string[] = [];
@@ -354,7 +358,7 @@ export class Catalog {
         vals.push((patch as any)[k]);
       }
     }
-    for (const k of ['counters', 'error', 'verify', 'retention', 'requests'] as const) {
+    for (const k of ['counters', 'error', 'verify', 'retention', 'requests', 'snapshots'] as const) {
       if (patch[k] !== undefined) {
         cols.push(`${k} = ?`);
         vals.push(JSON.stringify(patch[k]));
@@ -367,7 +371,12 @@ export class Catalog {
   getRun(id: number): RunRecord {
     const r = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id);
     if (!r) throw new NotFoundError(`run ${id}`);
-    return { ...this.runFromRow(r), requests: json((r as { requests?: string | null }).requests ?? null) };
+    const row = r as { requests?: string | null; snapshots?: string | null };
+    return {
+      ...this.runFromRow(r),
+      requests: json(row.requests ?? null),
+      snapshots: json(row.snapshots ?? null),
+    };
   }
 
   listRuns(opts: { jobId?: number; limit?: number; status?: RunStatus } = {}): RunRecord[] {

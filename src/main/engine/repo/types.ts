@@ -124,6 +124,8 @@ export interface Snapshot {
   journalCursor?: Record<string, unknown>;
   /** How the scan found changes: 'full-scan' | 'journal' | 'blocks', with the reason for any fallback. */
   scanMode?: { mode: string; reason?: string };
+  /** Set by `repair` on a snapshot saved again without what was lost: the snapshot it replaces. */
+  repairedFrom?: ID;
 }
 
 /** A snapshot together with its ID, as listed. */

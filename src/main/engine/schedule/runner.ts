@@ -7,6 +7,11 @@
  *   drop forgotten ones) → prune when the repository's prune interval has passed → optional
  *   verify-after-backup (check).
  *
+ * Around the backup: the job's pre-command (before the scan; a failure fails the run), a filesystem
+ * snapshot of the sources (engine/snapshot: taken when the engine is about to read, released right after
+ * the backup, what was read from where kept with the run) and the post-command (after everything, with the
+ * run's result in its environment; schedule/hooks.ts).
+ *
  * The engine's functions are injected (JobEngine) so the runner is tested with fakes and wired to the
  * real engine in one place. A failure after the snapshot was saved (indexing, retention, prune) is a
  * warning, never a lost backup; a failed verification fails the run so the user is told.
@@ -23,7 +28,7 @@ import type {
 import type { Catalog } from '../catalog/catalog.js';
 import type { Job, RepositoryRecord, RunProblem, RunRecord, RunSample } from '../catalog/types.js';
 import { syncRepository, type SnapshotSource } from '../catalog/sync.js';
-import { AbortedError, errorToWire } from '../errors.js';
+import { AbortedError, NotFoundError, errorToWire, throwIfAborted } from '../errors.js';
 import { createRunEvents, type RunEventEmitter } from './events.js';
 import { policyIsEmpty } from '../repo/retentionPolicy.js';
 import type { RunRequest, Clock } from './scheduler.js';
@@ -32,6 +37,11 @@ import os from 'node:os';
 import { describeRequests, type RequestLogSummary } from '../backend/requestlog/index.js';
 import { clockSkewWarning } from '../repo/lock.js';
 import type { MaintenanceDecision } from '../repo/maintenance.js';
+import { SourceSnapshots, type SnapshotProvider } from '../snapshot/index.js';
+import { HookFailedError, runHook, DEFAULT_HOOK_TIMEOUT_SEC } from './hooks.js';
+import type { RestoreTestOptions, RestoreTestResult } from '../restoretest/index.js';
+import { allBlockFilesDue, restoreTestPlan, runRestoreTest } from './restoreTests.js';
+import type { RestoreTestRecord } from '../catalog/types.js';
 
 /** An open repository as the runner needs it. */
 export interface EngineRepo extends SnapshotSource {
@@ -63,6 +73,8 @@ export interface JobEngine<R extends EngineRepo = EngineRepo> {
   maintenance?(repo: R, opts: { host: string; intervalMs: number }): Promise<MaintenanceDecision>;
   /** Records a finished prune in the maintenance record; false when another host took over. */
   recordPrune?(repo: R, opts: { host: string; intervalMs: number }): Promise<boolean>;
+  /** Restores a sample of a snapshot into a temporary folder and compares it (restoretest/). */
+  restoreTest?(repo: R, opts: RestoreTestOptions): Promise<RestoreTestResult>;
 }
 
 export interface JobRunnerOptions<R extends EngineRepo> {
@@ -74,6 +86,10 @@ export interface JobRunnerOptions<R extends EngineRepo> {
   host?: string;
   /** Progress events to the UI at most this often (default 250 ms); samples are taken every 1000 ms. */
   progressIntervalMs?: number;
+  /** Where records of filesystem snapshots are kept (`<data folder>/snapshots`); absent: no snapshots. */
+  snapshotDir?: string;
+  /** The snapshot provider (default: the platform's; null: none, every source read live). For tests. */
+  snapshotProvider?: SnapshotProvider | null;
 }
 
 const DAY = 86_400_000;
@@ -144,6 +160,39 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
     }
   }
 
+  /**
+   * A restore test of the job's newest snapshot now, recorded in the catalog (trigger 'manual'). Every
+   * block file is restored too with `allBlockFiles`, or when the monthly test of them is due.
+   */
+  async testRestore(
+    job: Job,
+    opts: { allBlockFiles?: boolean; signal?: AbortSignal } = {},
+  ): Promise<RestoreTestRecord> {
+    if (!this.engine.restoreTest) throw new Error('this engine cannot test restores');
+    const repo = await this.engine.openRepo(job, this.catalog.getRepository(job.repositoryId));
+    try {
+      const snaps = (await repo.listSnapshots()).filter((s) => s.job === job.key);
+      const latest = snaps.sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0)).at(-1);
+      if (!latest) throw new NotFoundError(`a snapshot of "${job.name}" (run a backup first)`);
+      const test = await runRestoreTest({
+        catalog: this.catalog,
+        job,
+        repo,
+        test: (r, o) => this.engine.restoreTest!(r, o),
+        snapshotId: latest.id,
+        runId: null,
+        trigger: 'manual',
+        allBlockFiles: opts.allBlockFiles ?? allBlockFilesDue(this.catalog, job, this.clock.now()),
+        now: () => this.clock.now(),
+        signal: opts.signal,
+      });
+      this.events.emit('restore-test', { jobId: job.id, runId: null, test });
+      return test;
+    } finally {
+      await repo.close().catch(() => {});
+    }
+  }
+
   /** The run's request summary (logged in one line), or undefined when the engine keeps none. */
   private requests(repo: R | undefined, log: (line: string) => void): RequestLogSummary | undefined {
     if (!repo || !this.engine.requestLog) return undefined;
@@ -186,9 +235,71 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
     let retentionSummary: Record<string, unknown> | null = null;
     let verify: Record<string, unknown> | null = null;
     let verifyFailed = false;
+    const hookEnv = {
+      TIDEMARK_JOB: job.name,
+      TIDEMARK_JOB_ID: String(job.id),
+      TIDEMARK_RUN_ID: String(runId),
+      TIDEMARK_SOURCES: job.sources.join('\n'),
+    };
+    const hookTimeout = job.options.hookTimeoutSec ?? DEFAULT_HOOK_TIMEOUT_SEC;
+    /** The post-command, once, after the run (not cancelled with it: it may have to undo the pre-command). */
+    const post = async (status: string, snapshotId?: string, error?: string) => {
+      const cmd = job.options.postCommand?.trim();
+      if (!cmd) return;
+      log(`post-command: ${cmd}`);
+      try {
+        const r = await runHook('post', cmd, {
+          env: {
+            ...hookEnv,
+            TIDEMARK_RUN_STATUS: status,
+            ...(snapshotId ? { TIDEMARK_SNAPSHOT_ID: snapshotId } : {}),
+            ...(error ? { TIDEMARK_ERROR: error } : {}),
+          },
+          timeoutSec: hookTimeout,
+          log,
+        });
+        if (r.exitCode === 0) log(`post-command finished (${r.durationMs} ms)`);
+        else {
+          const e = new HookFailedError('post', r, hookTimeout);
+          log(e.message);
+          problems.push({ severity: 'warning', message: e.message, code: e.code });
+        }
+      } catch (err) {
+        const message = `the job's post-command could not be started: ${(err as Error).message}`;
+        log(message);
+        problems.push({ severity: 'warning', message, code: 'POST_COMMAND_FAILED' });
+      }
+    };
+    const snapshots = this.opts.snapshotDir
+      ? new SourceSnapshots({
+          stateDir: this.opts.snapshotDir,
+          mode: job.options.snapshot ?? 'when-possible',
+          log,
+          ...(this.opts.snapshotProvider !== undefined
+            ? { provider: this.opts.snapshotProvider ?? undefined }
+            : {}),
+        })
+      : undefined;
+    let restoreTestFailed: RestoreTestRecord | undefined;
     try {
       const repository = catalog.getRepository(job.repositoryId);
       log(`${full ? 'full' : 'incremental'} backup of ${job.sources.join(', ')} to ${repository.location}`);
+      const pre = job.options.preCommand?.trim();
+      if (pre) {
+        log(`pre-command: ${pre}`);
+        const r = await runHook('pre', pre, { env: hookEnv, timeoutSec: hookTimeout, signal, log }).catch(
+          (err: Error) => {
+            throw new HookFailedError(
+              'pre',
+              { exitCode: null, signal: null, timedOut: false, durationMs: 0, tail: [err.message] },
+              hookTimeout,
+            );
+          },
+        );
+        throwIfAborted(signal);
+        if (r.exitCode !== 0) throw new HookFailedError('pre', r, hookTimeout);
+        log(`pre-command finished (${r.durationMs} ms)`);
+      }
       repo = await this.engine.openRepo(job, repository);
       if (this.engine.storeClockOffsetMs) {
         const offset = await this.engine.storeClockOffsetMs(repo).catch(() => 0);
@@ -198,32 +309,48 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           problems.push({ severity: 'warning', message: warning, code: 'CLOCK_SKEW' });
         }
       }
-      result = await this.engine.backup(repo, {
-        paths: job.sources,
-        excludes: job.excludes,
-        job: job.key,
-        tags: job.options.tags,
-        host: job.options.host ?? this.opts.host,
-        forceFull: full,
-        fullScanReason: full ? 'full backup' : undefined,
-        compressionLevel: job.compressionLevel,
-        workers: job.options.workers,
-        readLimitBytesPerSec: job.options.readLimitBytesPerSec,
-        lowPriority: job.options.lowPriority,
-        blockFiles: job.options.blockFiles === false ? false : {},
-        pauseGate: req.pauseGate,
-        signal,
-        log,
-        progress: (p) => {
-          lastProgress = p;
-          const sample = sampler.offer(p);
-          if (sample || p.elapsedMs - lastEmit >= this.progressIntervalMs) {
-            lastEmit = p.elapsedMs;
-            this.events.emit('run-progress', { jobId: job.id, runId, progress: p, sample });
-          }
-          if (sampler.pending.length >= 10) flush();
-        },
-      });
+      try {
+        result = await this.engine.backup(repo, {
+          // the engine calls this once the change journal's cursor is taken, right before it reads
+          prepareSourceViews: snapshots ? () => snapshots.take(job.sources, signal) : undefined,
+          paths: job.sources,
+          excludes: job.excludes,
+          job: job.key,
+          tags: job.options.tags,
+          host: job.options.host ?? this.opts.host,
+          forceFull: full,
+          fullScanReason: full ? 'full backup' : undefined,
+          compressionLevel: job.compressionLevel,
+          workers: job.options.workers,
+          readLimitBytesPerSec: job.options.readLimitBytesPerSec,
+          lowPriority: job.options.lowPriority,
+          blockFiles: job.options.blockFiles === false ? false : {},
+          pauseGate: req.pauseGate,
+          signal,
+          log,
+          progress: (p) => {
+            lastProgress = p;
+            const sample = sampler.offer(p);
+            if (sample || p.elapsedMs - lastEmit >= this.progressIntervalMs) {
+              lastEmit = p.elapsedMs;
+              this.events.emit('run-progress', { jobId: job.id, runId, progress: p, sample });
+            }
+            if (sampler.pending.length >= 10) flush();
+          },
+        });
+      } finally {
+        if (snapshots) {
+          for (const message of await snapshots.problems())
+            problems.push({ severity: 'warning', message, code: 'SNAPSHOT_OVERFLOW' }); // the run completes with warnings
+          await snapshots
+            .release()
+            .catch((err: Error) =>
+              problems.push({ severity: 'warning', message: err.message, code: 'SNAPSHOT_RELEASE' }),
+            );
+          if (snapshots.report.sources.length || snapshots.report.leftoversRemoved)
+            catalog.updateRun(runId, { snapshots: snapshots.report });
+        }
+      }
       if (lastProgress) sampler.offer(lastProgress, true);
       for (const s of result.skipped) {
         problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
@@ -313,18 +440,59 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         verifyFailed = !report.ok;
         log(report.ok ? 'verify: ok' : `verify: ${report.problems.length} problem(s)`);
       }
+      const plan = this.engine.restoreTest ? restoreTestPlan(catalog, job, this.clock.now()) : undefined;
+      if (plan?.due && !verifyFailed) {
+        this.events.emit('run-phase', { jobId: job.id, runId, phase: 'restore-test' });
+        const test = await runRestoreTest({
+          catalog,
+          job,
+          repo,
+          test: (r, o) => this.engine.restoreTest!(r, o),
+          snapshotId: result.snapshotId,
+          runId,
+          trigger: 'schedule',
+          allBlockFiles: plan.allBlockFiles,
+          now: () => this.clock.now(),
+          signal,
+          log,
+        });
+        this.events.emit('restore-test', { jobId: job.id, runId, test });
+        for (const f of test.failures)
+          problems.push({ severity: 'error', path: f.path, message: f.message, code: 'RESTORE_TEST' });
+        if (test.status === 'error')
+          problems.push({
+            severity: 'warning',
+            message: `the restore test could not be made: ${test.error?.message}`,
+            code: 'RESTORE_TEST',
+          });
+        if (test.status === 'failed') restoreTestFailed = test;
+      }
 
+      await post(
+        verifyFailed || restoreTestFailed
+          ? 'failed'
+          : result.status === 'completed' && !problems.length
+            ? 'completed'
+            : 'completed-with-warnings',
+        result.snapshotId,
+      );
       const end = this.clock.now();
       const requests = this.requests(repo, log);
       const warnings = problems.filter((p) => p.severity === 'warning').length;
       catalog.addRunProblems(runId, problems);
       flush();
-      if (verifyFailed) {
-        const error = {
-          name: 'VerifyError',
-          code: 'VERIFY_FAILED',
-          message: `the new backup did not verify (${verify?.problems} problem(s)): run "tidemark check" and see the run's errors`,
-        };
+      if (verifyFailed || restoreTestFailed) {
+        const error = verifyFailed
+          ? {
+              name: 'VerifyError',
+              code: 'VERIFY_FAILED',
+              message: `the new backup did not verify (${verify?.problems} problem(s)): run "tidemark check" and see the run's errors`,
+            }
+          : {
+              name: 'RestoreTestError',
+              code: 'RESTORE_TEST_FAILED',
+              message: `the restore test failed: ${restoreTestFailed!.failures.length} problem(s) in ${restoreTestFailed!.files} file(s) tested (${restoreTestFailed!.failures[0]?.path}): run "tidemark check --read-data", then "tidemark repair"`,
+            };
         catalog.updateRun(runId, {
           status: 'failed',
           endedAt: end,
@@ -356,9 +524,14 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         });
       }
     } catch (err) {
-      const end = this.clock.now();
       const cancelled = signal.aborted || err instanceof AbortedError;
       log(cancelled ? 'cancelled' : `failed: ${(err as Error)?.message ?? String(err)}`);
+      await post(
+        cancelled ? 'cancelled' : 'failed',
+        result?.snapshotId,
+        cancelled ? undefined : (err as Error)?.message,
+      );
+      const end = this.clock.now();
       const requests = this.requests(repo, log);
       if (lastProgress) sampler.offer(lastProgress, true);
       catalog.addRunProblems(runId, problems);

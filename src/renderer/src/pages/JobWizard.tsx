@@ -18,11 +18,27 @@ import { useApp } from '../stores/app';
 import { useJobs } from '../stores/jobs';
 import { FolderInput } from '../components/DirBrowser';
 import { Field } from '../components/ui';
+import {
+  SnapshotFields,
+  defaultSnapshotForm,
+  snapshotFormOf,
+  snapshotModeText,
+  snapshotOptionsOf,
+  type SnapshotForm,
+} from '../components/SnapshotFields';
 import { Icon } from '../components/Icon';
 import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
 import type { Destination, DestinationTestResult } from '../api';
 import { describeDestination } from '../../../shared/destination';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
+import {
+  DEFAULT_RESTORE_TEST,
+  RestoreTestFields,
+  describeRestoreTest,
+  restoreTestForm,
+  restoreTestOption,
+  type RestoreTestForm,
+} from '../components/RestoreTestFields';
 
 const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
 type Step = (typeof steps)[number];
@@ -57,6 +73,10 @@ interface Form {
   workers: number | undefined;
   /** VM disks, databases and mail stores in fixed-size blocks (block-level incrementals). */
   blockFiles: boolean;
+  /** Filesystem snapshot and pre/post-commands (components/SnapshotFields). */
+  hooks: SnapshotForm;
+  /** Restore tests after backups: every N days, N files (RestoreTestFields). */
+  restoreTest: RestoreTestForm;
 }
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
@@ -171,6 +191,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     readLimitMBps: 0,
     workers: undefined,
     blockFiles: true,
+    hooks: defaultSnapshotForm,
+    restoreTest: DEFAULT_RESTORE_TEST,
   });
   const set = (patch: Partial<Form>) => {
     setForm((f) => ({ ...f, ...patch }));
@@ -225,6 +247,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
           blockFiles: j.options.blockFiles !== false,
+          hooks: snapshotFormOf(j.options),
+          restoreTest: restoreTestForm(j.options.restoreTest),
         }));
       })
       .catch((err) => toast('error', errorMessage(err)));
@@ -247,6 +271,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         readLimitMBps: form.readLimitMBps || undefined,
         workers: form.workers,
         blockFiles: form.blockFiles,
+        ...snapshotOptionsOf(form.hooks),
+        restoreTest: restoreTestOption(form.restoreTest),
       },
       password: editing ? 'unchanged-password' : form.password,
       secretAccessKey: form.destKind === 's3' && form.s3Secret ? form.s3Secret : undefined,
@@ -744,6 +770,15 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 (64 MiB+: incrementals read and store only the blocks that changed)
               </span>
             </label>
+            <SnapshotFields value={form.hooks} onChange={(hooks) => set({ hooks })} />
+            <RestoreTestFields
+              value={form.restoreTest}
+              onChange={(restoreTest) => set({ restoreTest })}
+              errors={{
+                everyDays: shown('options.restoreTest.everyDays', 'Security'),
+                files: shown('options.restoreTest.files', 'Security'),
+              }}
+            />
           </div>
         )}
 
@@ -786,6 +821,14 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 .map(([k, v]) => `${k.replace('keep', '')}: ${v}`)
                 .join(' · ') || 'Keep everything'}
             </dd>
+            <dt>Open files</dt>
+            <dd>
+              Snapshot: {snapshotModeText(form.hooks.snapshot)}
+              {form.hooks.preCommand.trim() ? ` · before: ${form.hooks.preCommand.trim()}` : ''}
+              {form.hooks.postCommand.trim() ? ` · after: ${form.hooks.postCommand.trim()}` : ''}
+            </dd>
+            <dt>Restore tests</dt>
+            <dd>{describeRestoreTest(form.restoreTest)}</dd>
           </dl>
         )}
 
