@@ -44,6 +44,7 @@ import {
 } from '../workers/protocol.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { blockIdsOf, contentCount, contentIds, hasContent, nameBytes } from '../repo/tree.js';
+import { MassChangeWatch, describeVerdict, massChangeVerdict } from '../alarm/index.js';
 import {
   blockPolicy,
   joinStripes,
@@ -229,6 +230,16 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
+    // the mass-change alarm learns what changed from the walk (engine/alarm; nothing to compare without a parent)
+    const watch = parent
+      ? new MassChangeWatch({
+          index: { get: (id) => repo.index.get(id) },
+          compressionLevel: opts.compressionLevel ?? cfg.compressionLevel,
+          filesBefore: parent.stats.files,
+          parentTime: parent.time,
+          journalDirtyDirs: hint ? opts.changeHint!.dirtyDirs.size : undefined,
+        })
+      : undefined;
     // Block tracking's ranges may still be on their way (see ChangeHint.changedRanges): awaited when a
     // large file is read and before the snapshot is written. Without them a changed file is read whole.
     const rangesReady = rangesArriving.then((r) => {
@@ -629,6 +640,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           node.size = r.size;
         }
         if (!node.blockIds && node.blockBase === undefined) node.content = r.content;
+        watch?.read(show(abs), node, prev);
         return node;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
@@ -888,6 +900,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       // block lists in two parts stay unjoined: a night's patch needs only the previous patch
       const prevTree = prevTreeId ? await repo.loadTree(prevTreeId, { joinLists: false }) : undefined;
       const prevNodes = byName(prevTree);
+      if (watch && prevTree) watch.listed(show(abs), names.map(show), prevTree.nodes);
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
       for (let i = 0; i < names.length; i++) {
         throwIfAborted(signal);
@@ -1016,6 +1029,10 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       scanMode,
     };
     await repo.flush();
+    if (watch) {
+      snapshot.massChange = await massChangeVerdict(watch, parent!);
+      log(describeVerdict(snapshot.massChange));
+    }
     lock.assertHeld('the backup');
     snapshot.stats.storedBytes = repo.stats.storedBytes - statsAtStart.storedBytes;
     snapshot.stats.durationMs = Date.now() - started;
@@ -1028,6 +1045,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       snapshot: { ...snapshot, id: snapshotId },
       skipped,
       status: skipped.length ? 'completed-with-warnings' : 'completed',
+      ...(snapshot.massChange ? { massChange: snapshot.massChange } : {}),
       counters,
     };
   } catch (err) {

@@ -16,6 +16,7 @@ import { BlobType, type BlobLocation } from './blobIndex.js';
 import { decodeIndex, type IndexPack } from './indexFile.js';
 import { DEFAULT_LEASE_MS, storeClock } from './lock.js';
 import { decodeObject } from './objects.js';
+import { heldSnapshots, holdReason, listDismissals } from './holds.js';
 
 export interface ForgetOptions {
   dryRun?: boolean;
@@ -32,13 +33,19 @@ export async function forget(
   opts: ForgetOptions = {},
 ): Promise<ForgetDecision> {
   let all = await repo.listSnapshots();
+  // whatever the policy says, a mass-change alarm nobody dismissed holds the snapshots before it (holds.ts)
+  const held = heldSnapshots(all, await listDismissals(repo));
   if (opts.host) all = all.filter((s) => s.host === opts.host);
   if (opts.job) all = all.filter((s) => s.job === opts.job);
   const decision: ForgetDecision = { keep: [], remove: [] };
   for (const group of groupSnapshots(all, opts.groupBy).values()) {
     const d = applyRetentionPolicy(group, policy, opts.now);
     decision.keep.push(...d.keep);
-    decision.remove.push(...d.remove);
+    for (const s of d.remove) {
+      const alarm = held.get(s.id);
+      if (alarm) decision.keep.push({ snapshot: s, reasons: [holdReason(alarm)] });
+      else decision.remove.push(s);
+    }
   }
   if (!opts.dryRun) for (const s of decision.remove) await repo.removeSnapshot(s.id);
   return decision;
