@@ -7,6 +7,7 @@ export const EXIT = {
   USAGE: 2,
   WARNINGS: 3, // completed with warnings (files skipped / some files not restored)
   DAMAGED: 4, // check found problems
+  ALARM: 5, // the backup was saved, but its changes look like mass encryption (tidemark alarm list)
   WRONG_PASSWORD: 10,
   LOCKED: 11,
   NO_REPO: 12,

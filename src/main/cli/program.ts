@@ -23,6 +23,7 @@ import { errorToWire, UsageError, TidemarkError } from '../engine/errors.js';
 import type { BackupProgress, OverwritePolicy, RestoreProgress } from '../engine/operations.js';
 import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
+import { describeAlarm } from './commands/alarm.js';
 import { getNewPassword, getPassword } from './password.js';
 import { addRetentionOptions, retentionFrom, retentionGiven } from './retention.js';
 
@@ -261,6 +262,7 @@ export function buildProgram(
           `  files: ${s.files} (${s.filesRead} read, ${s.filesUnchanged} unchanged), folders: ${s.dirs}, size ${fmtBytes(s.totalBytes)}`,
           `  read ${fmtBytes(s.bytesRead)}, new data ${fmtBytes(s.newBytes)}, added to repository ${fmtBytes(s.storedBytes)} in ${(s.durationMs / 1000).toFixed(1)} s`,
           ...result.skipped.map((k) => `  warning: ${k.path}: ${k.reason}`),
+          ...(result.massChange?.suspect ? describeAlarm(result.massChange) : []),
           `  repository: ${describeRequests(rq)}`,
           ...(o.verbose
             ? rq.failures.map(
@@ -289,6 +291,7 @@ export function buildProgram(
         }),
       );
       if (result.status === 'completed-with-warnings') exitCode = EXIT.WARNINGS;
+      if (result.massChange?.suspect) exitCode = EXIT.ALARM;
     });
 
   program
@@ -305,7 +308,7 @@ export function buildProgram(
           'ID        Time                 Host             Size        Files  Paths',
           ...list.map(
             (s) =>
-              `${short(s.id)}  ${s.time.replace('T', ' ').slice(0, 19)}  ${s.host.padEnd(15).slice(0, 15)}  ${fmtBytes(s.stats.totalBytes).padStart(10)}  ${String(s.stats.files).padStart(6)}  ${s.paths.join(', ')}${s.tags.length ? ' [' + s.tags.join(',') + ']' : ''}`,
+              `${short(s.id)}  ${s.time.replace('T', ' ').slice(0, 19)}  ${s.host.padEnd(15).slice(0, 15)}  ${fmtBytes(s.stats.totalBytes).padStart(10)}  ${String(s.stats.files).padStart(6)}  ${s.paths.join(', ')}${s.tags.length ? ' [' + s.tags.join(',') + ']' : ''}${s.massChange?.suspect ? '  (mass-change alarm)' : ''}`,
           ),
           `${list.length} snapshots`,
         ],

@@ -27,6 +27,7 @@ import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type Pack
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree, TreeNode } from './types.js';
+import { listDismissals, type AlarmDismissal } from './holds.js';
 
 export const FORMAT_VERSION = 1;
 /**
@@ -585,6 +586,11 @@ export class Repository {
     if (matches.length > 1)
       throw new TidemarkError('AMBIGUOUS', `snapshot prefix ${ref} is ambiguous (${matches.length} matches)`);
     return this.loadSnapshot(matches[0]);
+  }
+
+  /** The dismissals of mass-change alarms (holds.ts). */
+  listDismissals(): Promise<AlarmDismissal[]> {
+    return listDismissals(this);
   }
 
   async removeSnapshot(id: ID): Promise<void> {

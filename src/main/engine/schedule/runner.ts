@@ -32,6 +32,12 @@ import os from 'node:os';
 import { describeRequests, type RequestLogSummary } from '../backend/requestlog/index.js';
 import { clockSkewWarning } from '../repo/lock.js';
 import type { MaintenanceDecision } from '../repo/maintenance.js';
+import type { MassChangeVerdict } from '../repo/types.js';
+
+/** The run problem a suspect backup adds (the run ends with warnings; the app shows the alarm). */
+function alarmProblem(v: MassChangeVerdict): string {
+  return `mass-change alarm: ${v.reasons.join('; ')}. The snapshot is kept, and older ones are held until the alarm is dismissed`;
+}
 
 /** An open repository as the runner needs it. */
 export interface EngineRepo extends SnapshotSource {
@@ -228,6 +234,8 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       for (const s of result.skipped) {
         problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
       }
+      if (result.massChange?.suspect)
+        problems.push({ severity: 'warning', message: alarmProblem(result.massChange), code: 'MASS_CHANGE' });
       catalog.updateRun(runId, { snapshotId: result.snapshotId });
       log(`snapshot ${result.snapshotId.slice(0, 12)} saved (${result.skipped.length} entries skipped)`);
 
@@ -237,7 +245,12 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         try {
           const d = await this.engine.forget(repo, job.retention, { dryRun: false, job: job.key, signal });
           retentionSummary = { kept: d.keep.length, removed: d.remove.map((s) => s.id) };
-          log(`retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)`);
+          const held = d.keep.filter((k) =>
+            k.reasons.some((r) => r.startsWith('held by the mass-change')),
+          ).length;
+          log(
+            `retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)${held ? ` (${held} held by a mass-change alarm)` : ''}`,
+          );
         } catch (err) {
           if (signal.aborted) throw err;
           problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
