@@ -320,6 +320,31 @@ export interface JobSummary extends Job {
   running: boolean;
   /** The last repository check made in this session, if any. */
   lastCheck?: CheckSummary;
+  /** The newest mass-change alarm of this job nobody dismissed (possible ransomware), if any. */
+  alarm?: AlarmInfo;
+}
+
+/**
+ * A backup whose changes looked like mass encryption (ransomware): the snapshot is kept, and it and every
+ * older snapshot of its computer are held from deletion until the user dismisses the alarm.
+ */
+export interface AlarmInfo {
+  jobId: string;
+  jobName: string;
+  snapshotId: string;
+  time: string;
+  host: string;
+  /** Files whose change looked like encryption, and how many raise the alarm. */
+  suspicious: number;
+  threshold: number;
+  /** What changed, in sentences. */
+  reasons: string[];
+  /** Some of the files, with what happened to them. */
+  examples: { path: string; what: string }[];
+  /** Snapshots this alarm holds from deletion (itself and the older ones of its computer). */
+  held: number;
+  /** Set once the user dismissed it. */
+  dismissed?: { at: string; host: string; note?: string };
 }
 
 export interface SnapshotInfo {
@@ -331,6 +356,8 @@ export interface SnapshotInfo {
   files: number;
   totalBytes: number;
   newBytes: number;
+  /** This backup raised a mass-change alarm (its changes looked like encryption). */
+  suspect?: boolean;
 }
 
 /** A computer that has written snapshots into a repository. */
@@ -547,6 +574,10 @@ export const argSchemas = {
     .strict(),
   'restore.get': z.object({ id }).strict(),
   'restore.cancel': z.object({ id }).strict(),
+  /** Mass-change alarms of one job or of all jobs (by default only those nobody dismissed). */
+  'alarms.list': z.object({ jobId: id.optional(), includeDismissed: z.boolean().optional() }).strict(),
+  /** The user says the changes were theirs: retention applies to the held snapshots again. */
+  'alarms.dismiss': z.object({ jobId: id, snapshotId: id, note: z.string().max(500).optional() }).strict(),
 } as const;
 
 export type ApiMethod = keyof typeof argSchemas;
@@ -591,6 +622,8 @@ export interface ApiResults {
   'restore.start': RestoreStatus;
   'restore.get': RestoreStatus;
   'restore.cancel': { cancelled: true };
+  'alarms.list': AlarmInfo[];
+  'alarms.dismiss': AlarmInfo;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -604,6 +637,8 @@ export interface ApiEvents {
   'jobs.changed': { jobId: string | null };
   'restore.progress': RestoreStatus;
   'settings.changed': Settings;
+  /** A backup's changes looked like mass encryption (possible ransomware). */
+  'alarm.raised': AlarmInfo;
 }
 export type ApiEvent = keyof ApiEvents;
 export const apiEvents: readonly ApiEvent[] = API_EVENTS;

@@ -33,6 +33,8 @@ export const API_METHODS = [
   'restore.start',
   'restore.get',
   'restore.cancel',
+  'alarms.list',
+  'alarms.dismiss',
 ] as const;
 
 export const API_EVENTS = [
@@ -41,6 +43,7 @@ export const API_EVENTS = [
   'jobs.changed',
   'restore.progress',
   'settings.changed',
+  'alarm.raised',
 ] as const;
 
 /** Electron IPC channels: one for calls (invoke/handle), one for events (main → window). */

@@ -29,6 +29,8 @@ import type { ApiServices, JobSpec, RepoHandle, Runner } from './services.js';
 import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
+import { jobAlarms } from './alarms.js';
+import type { AlarmInfo } from '../../shared/api.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
 import {
@@ -53,7 +55,7 @@ export class TidemarkApi {
   readonly runs: Runner;
   private walker = new TreeWalker();
   private repos = new Map<string, RepoEntry>();
-  private stats = new Map<string, { snapshots: number; bytes: number | null }>();
+  private stats = new Map<string, { snapshots: number; bytes: number | null; alarms?: AlarmInfo[] }>();
   private checks = new Map<string, CheckSummary>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
   private handlers: Handlers;
@@ -70,9 +72,13 @@ export class TidemarkApi {
         throw new Error('without a runner, `runs` must be able to saveRun');
       this.runs = new RunManager({ ...s, runs }, emit);
     }
-    this.events.on('run.finished', (run: { jobId: string }) => {
+    this.events.on('run.finished', (run: { jobId: string; snapshotId?: string }) => {
       this.dropRepo(run.jobId);
-      void this.refreshStats(run.jobId);
+      void this.refreshStats(run.jobId).then(() => {
+        // a backup whose changes look like mass encryption: the app alerts (notification, banner)
+        const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
+        if (alarm) this.emit('alarm.raised', alarm);
+      });
     });
     this.handlers = this.makeHandlers();
   }
@@ -192,20 +198,34 @@ export class TidemarkApi {
     }
     // a repository may hold several jobs' (and the CLI's) snapshots: show this job's own
     const snaps = all.filter((x) => x.job === job.snapshotTag);
-    this.stats.set(job.id, { snapshots: snaps.length, bytes: this.stats.get(job.id)?.bytes ?? null });
+    const prev = this.stats.get(job.id);
+    this.stats.set(job.id, { snapshots: snaps.length, bytes: prev?.bytes ?? null, alarms: prev?.alarms });
     return { repo, snaps, all };
   }
 
   private async refreshStats(jobId: string): Promise<void> {
     try {
       const job = await this.job(jobId);
-      const { snaps } = await this.snapshotsOf(job);
+      const listed = await this.snapshotsOf(job);
+      const alarms = await this.alarmsOf(job, false, listed);
+      const { snaps } = listed;
       const bytes = this.s.engine.repoBytes
         ? await this.s.engine.repoBytes(destinationLocation(job.destination))
         : null;
-      this.stats.set(jobId, { snapshots: snaps.length, bytes });
+      this.stats.set(jobId, { snapshots: snaps.length, bytes, alarms });
       this.emit('jobs.changed', { jobId });
     } catch {}
+  }
+
+  /** The job's mass-change alarms (./alarms.ts), from its repository. */
+  private async alarmsOf(
+    job: Job,
+    includeDismissed = false,
+    listed?: { repo: RepoHandle; snaps: SnapshotEntry[]; all: SnapshotEntry[] },
+  ): Promise<AlarmInfo[]> {
+    const { repo, snaps, all } = listed ?? (await this.snapshotsOf(job));
+    if (!all.some((x) => x.massChange?.suspect)) return [];
+    return jobAlarms(job, snaps, all, (await repo.listDismissals?.()) ?? [], includeDismissed);
   }
 
   private async summary(job: Job): Promise<JobSummary> {
@@ -224,6 +244,8 @@ export class TidemarkApi {
     const lastCheck = this.checks.get(job.id);
     if (lastCheck && !lastCheck.ok) health = 'error';
     const stats = this.stats.get(job.id);
+    const alarm = stats?.alarms?.[0];
+    if (alarm) health = 'error';
     if (!stats) {
       this.stats.set(job.id, { snapshots: 0, bytes: null });
       void this.refreshStats(job.id);
@@ -238,6 +260,7 @@ export class TidemarkApi {
       repoBytes: stats?.bytes ?? null,
       running: this.runs.isRunning(job.id),
       lastCheck,
+      ...(alarm ? { alarm } : {}),
     };
   }
 
@@ -644,6 +667,28 @@ export class TidemarkApi {
         if (!r) throw new ApiUsageError('NOT_FOUND', `no restore with id ${a.id}`);
         r.abort.abort();
         return { cancelled: true as const };
+      },
+      'alarms.list': async (a) => {
+        const jobs = a.jobId ? [await this.job(a.jobId)] : await s.jobs.listJobs();
+        const out: AlarmInfo[] = [];
+        for (const job of jobs) out.push(...(await this.alarmsOf(job, a.includeDismissed)));
+        return out.sort((x, y) => (x.time < y.time ? 1 : x.time > y.time ? -1 : 0));
+      },
+      'alarms.dismiss': async (a) => {
+        const job = await this.job(a.jobId);
+        const { repo, snaps } = await this.snapshotsOf(job);
+        const snap = snaps.find((x) => x.id === a.snapshotId);
+        if (!snap?.massChange?.suspect)
+          throw new ApiUsageError(
+            'NOT_FOUND',
+            `no mass-change alarm for snapshot ${a.snapshotId} of "${job.name}"`,
+          );
+        if (!repo.dismissAlarm) throw new ApiUsageError('UNSUPPORTED', 'this engine cannot dismiss alarms');
+        await repo.dismissAlarm(snap, { note: a.note });
+        await this.refreshStats(job.id);
+        const info = (await this.alarmsOf(job, true)).find((x) => x.snapshotId === snap.id);
+        if (!info) throw new ApiUsageError('NOT_FOUND', `snapshot ${a.snapshotId} is gone`);
+        return info;
       },
     };
   }

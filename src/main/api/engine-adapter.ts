@@ -20,6 +20,8 @@ import { forget } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
 import { readMaintenance, takeoverAfterMs } from '../engine/repo/maintenance.js';
 import type { MaintenanceInfo } from '../../shared/api.js';
+import { dismissAlarm, listDismissals } from '../engine/repo/holds.js';
+import type { SnapshotEntry } from '../engine/repo/types.js';
 import type { Engine, RepoHandle } from './services.js';
 
 class RealHandle implements RepoHandle {
@@ -29,6 +31,12 @@ class RealHandle implements RepoHandle {
   }
   loadTree(id: string) {
     return this.repo.loadTree(id);
+  }
+  listDismissals() {
+    return listDismissals(this.repo);
+  }
+  dismissAlarm(snapshot: SnapshotEntry, opts: { note?: string }) {
+    return dismissAlarm(this.repo, snapshot, opts);
   }
   close() {
     return this.repo.close();

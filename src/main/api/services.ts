@@ -11,6 +11,7 @@ import type {
   RetentionPolicy,
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
+import type { AlarmDismissal } from '../engine/repo/holds.js';
 import type { BackendOptions } from '../engine/backend/open.js';
 import type { AppInfo } from '../../shared/api.js';
 import type {
@@ -30,6 +31,10 @@ export interface RepoHandle {
   listSnapshots(): Promise<SnapshotEntry[]>;
   loadTree(id: string): Promise<Tree>;
   close(): Promise<void>;
+  /** Dismissals of mass-change alarms (repo/holds.ts); absent: none. */
+  listDismissals?(): Promise<AlarmDismissal[]>;
+  /** Dismisses the alarm of a suspect snapshot; absent: this engine cannot. */
+  dismissAlarm?(snapshot: SnapshotEntry, opts: { note?: string }): Promise<AlarmDismissal>;
 }
 
 /** Lets a running backup be paused: the engine awaits `wait()` between files. */

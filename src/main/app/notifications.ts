@@ -1,10 +1,23 @@
-/** Desktop notifications for failed and missed backups (when enabled in Settings). */
+/** Desktop notifications for failed and missed backups (when enabled in Settings), and for mass-change
+ *  alarms (possible ransomware: always, being what a user must not miss). */
 import { Notification } from 'electron';
 import type { TidemarkApi } from '../api/api.js';
-import type { RunSummary } from '../../shared/api.js';
+import type { AlarmInfo, RunSummary } from '../../shared/api.js';
 
-export function notifyFailures(api: TidemarkApi, onClick: () => void): () => void {
+export function notifyFailures(api: Pick<TidemarkApi, 'on' | 'call'>, onClick: () => void): () => void {
   return api.on((event, payload) => {
+    if (event === 'alarm.raised') {
+      const a = payload as AlarmInfo;
+      if (!Notification.isSupported()) return;
+      const n = new Notification({
+        title: `Possible ransomware: ${a.jobName}`,
+        body: `${a.suspicious} files changed the way encryption changes files. Older backups are kept until you dismiss the alarm.`,
+        urgency: 'critical',
+      });
+      n.on('click', onClick);
+      n.show();
+      return;
+    }
     if (event !== 'run.finished') return;
     const run = payload as RunSummary;
     if (run.status !== 'failed' && run.status !== 'missed') return;

@@ -65,7 +65,7 @@ export function judgeMassChange(
     reasons.push(
       `${n(stats.replacedOpaque)} deleted files were replaced by opaque files under a new extension`,
     );
-  if (stats.filesModified)
+  if (stats.filesModified || stats.filesAdded || stats.filesRemoved)
     reasons.push(
       `${n(stats.filesModified)} files modified (${n(stats.rewrittenWhole)} rewritten whole), ${n(stats.filesAdded)} added, ${n(stats.filesRemoved)} removed`,
     );

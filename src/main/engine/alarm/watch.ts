@@ -240,10 +240,13 @@ export class MassChangeWatch {
     return { raw, stored, ratio: raw >= MIN_JUDGED_BYTES ? stored / raw : NaN };
   }
 
-  private example(kind: string, path: string, what: string): void {
+  /** Keeps a few examples per kind of evidence, at most two per folder (so they show how far it spread). */
+  private example(kind: string, file: string, what: string): void {
     let list = this.examples.get(kind);
     if (!list) this.examples.set(kind, (list = []));
-    if (list.length < EXAMPLES_PER_KIND) list.push({ path, what });
+    const dir = path.dirname(file);
+    if (list.length < EXAMPLES_PER_KIND && list.filter((e) => path.dirname(e.path) === dir).length < 2)
+      list.push({ path: file, what });
   }
 
   private async readHeader(p: string): Promise<Buffer | undefined> {

@@ -3,14 +3,7 @@
  * Objects are immutable and addressed by (type, name). A backend never interprets their bytes.
  */
 export type ObjectType =
-  | 'config'
-  | 'keys'
-  | 'data'
-  | 'index'
-  | 'snapshots'
-  | 'locks'
-  | 'maintenance'
-  | 'alarms';
+  'config' | 'keys' | 'data' | 'index' | 'snapshots' | 'locks' | 'maintenance' | 'alarms';
 
 export const OBJECT_TYPES: readonly ObjectType[] = [
   'config',

@@ -5,6 +5,7 @@ import { useRuns } from '../stores/runs';
 import { useApp } from '../stores/app';
 import { Badge, Empty, ProgressBar } from '../components/ui';
 import { Icon } from '../components/Icon';
+import { AlarmBanner } from '../components/AlarmBanner';
 import { bytes, duration, when } from '../format';
 import type { JobSummary } from '../api';
 import { describeDestination } from '../../../shared/destination';
@@ -177,6 +178,7 @@ export function Dashboard() {
           <Icon name="plus" size={16} /> New backup job
         </button>
       </header>
+      <AlarmBanner jobs={jobs} />
       <div className="stats">
         <div className="stat card">
           <span className="stat-label">Jobs</span>
