@@ -229,4 +229,15 @@ export interface PruneResult {
   packsRewritten: number;
   bytesFreed: number;
   blobsRemoved: number;
+  /** S3 object lock (repo/immutability.ts): current objects whose lock was extended; old versions
+   *  deleted now that their lock ran out, and those still locked (kept until `lockedUntil`). The bytes
+   *  of removed packs are only really freed when their old versions are purged. */
+  objectLock?: {
+    extended: number;
+    purged: number;
+    bytesPurged: number;
+    locked: number;
+    bytesLocked: number;
+    lockedUntil: string | null;
+  };
 }

@@ -17,6 +17,7 @@ import { decodeIndex, type IndexPack } from './indexFile.js';
 import { DEFAULT_LEASE_MS, storeClock } from './lock.js';
 import { decodeObject } from './objects.js';
 import { heldSnapshots, holdReason, listDismissals } from './holds.js';
+import { lockingStore } from './immutability.js';
 
 export interface ForgetOptions {
   dryRun?: boolean;
@@ -32,6 +33,7 @@ export async function forget(
   policy: RetentionPolicy,
   opts: ForgetOptions = {},
 ): Promise<ForgetDecision> {
+  if (!opts.dryRun) repo.assertMayDelete('forget');
   let all = await repo.listSnapshots();
   // whatever the policy says, a mass-change alarm nobody dismissed holds the snapshots before it (holds.ts)
   const held = heldSnapshots(all, await listDismissals(repo));
@@ -92,6 +94,7 @@ export async function usedBlobs(
 }
 
 export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<PruneResult> {
+  if (!opts.dryRun) repo.assertMayDelete('prune');
   const lock = await repo.lock(true, 'prune', opts.leaseMs, opts.lockWaitMs);
   try {
     await repo.loadIndex(true); // pick up what other writers added
@@ -224,6 +227,13 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
       if (f !== fullIndex) await repo.backend.remove('index', f);
     for (const p of [...remove, ...repack]) await repo.backend.remove('data', p);
     repo.invalidateIndex();
+    // S3 object lock: what is current stays locked for the whole period; removed versions are freed once
+    // their lock runs out (the store kept them: a delete only put a marker on top)
+    const store = repo.immutability?.objectLock ? lockingStore(repo.backend) : undefined;
+    if (store) {
+      const extended = await store.extendObjectLocks();
+      result.objectLock = { extended, ...(await store.purgeExpiredVersions()) };
+    }
     return result;
   } finally {
     await lock.release().catch(() => {});
