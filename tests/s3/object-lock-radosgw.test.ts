@@ -26,6 +26,8 @@ import { check } from '../../src/main/engine/check/index.js';
 import { forget, prune } from '../../src/main/engine/repo/retention.js';
 import { RepoNotFoundError } from '../../src/main/engine/errors.js';
 import { randomPrefix, s3Backend, useRadosgw, type S3Server } from './servers.js';
+import { runCli } from '../../src/main/cli/program.js';
+import { registerRecoverCommand } from '../../src/main/cli/commands/recover.js';
 import {
   tempDir,
   writeTree,
@@ -261,6 +263,54 @@ if (typeof rgw === 'string') {
       expect(late.purged + early.purged).toBe(1); // A went, with its delete marker
       expect((await versions(b)).some((x) => x.Key === key('aa'))).toBe(false);
       await b.close();
+    });
+
+    it('through the CLI: init --object-lock, prune reports the locks, recover --as-of undoes deletes', async () => {
+      const bucket = newBucket('cli');
+      const location = `s3:${rgw.endpoint}/${bucket}/repo`;
+      const env = {
+        AWS_ACCESS_KEY_ID: rgw.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: rgw.secretAccessKey,
+        TIDEMARK_PASSWORD: 'cli lock pw',
+        TIDEMARK_TEST_KDF_N: '1024',
+      };
+      const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+      Object.assign(process.env, env);
+      const cli = async (...args: string[]) => {
+        let out = '';
+        let err = '';
+        const io = { out: (x: string) => (out += x), err: (x: string) => (err += x), isTTY: false };
+        const code = await runCli(args, io, [registerRecoverCommand]);
+        return { code, out, err };
+      };
+      try {
+        const init = await cli('-r', location, 'init', '--object-lock', 'governance', '--lock-days', '2');
+        expect(init.code).toBe(0);
+        expect(init.out).toMatch(/Object lock \(governance\): every backup object stays locked for 2 days/);
+        const src = path.join(work, 'cli-src');
+        await writeTree(src, { 'x.txt': 'x'.repeat(10_000), 'y.bin': randomBytes(200_000, 9) });
+        const snap = JSON.parse((await cli('-r', location, '--json', 'backup', src)).out).id as string;
+        const pr = await cli('-r', location, 'prune');
+        expect(pr.code).toBe(0);
+        expect(pr.out).toMatch(/object lock: \d+ objects' locks extended/);
+        const asOf = new Date().toISOString();
+        await new Promise((r) => setTimeout(r, 1100));
+        const thief = s3Backend(rgw, bucket, { prefix: 'repo' });
+        await thief.remove('snapshots', snap);
+        await thief.close();
+        expect(JSON.parse((await cli('-r', location, '--json', 'snapshots')).out)).toEqual([]);
+        const rec = await cli('-r', location, 'recover', '--as-of', asOf);
+        expect(rec.code).toBe(0);
+        expect(rec.out).toMatch(/brought back 1 deleted and 0 overwritten objects/);
+        const back = JSON.parse((await cli('-r', location, '--json', 'snapshots')).out);
+        expect(back.map((x: { id: string }) => x.id)).toEqual([snap]);
+        expect((await cli('-r', location, 'check', '--read-data')).code).toBe(0);
+      } finally {
+        for (const [k, v] of Object.entries(saved)) {
+          if (v === undefined) delete process.env[k];
+          else process.env[k] = v;
+        }
+      }
     });
   });
 }

@@ -20,6 +20,8 @@ export function exitCodeFor(err: unknown): number {
   const code = err instanceof TidemarkError ? err.code : (err as { code?: string })?.code;
   switch (code) {
     case 'WRONG_PASSWORD':
+    case 'WRONG_MAINTENANCE_PASSWORD':
+    case 'APPEND_ONLY': // the maintenance password is missing
       return EXIT.WRONG_PASSWORD;
     case 'REPO_LOCKED':
       return EXIT.LOCKED;

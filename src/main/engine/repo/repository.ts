@@ -178,6 +178,7 @@ export class Repository {
   }
 
   async removeKey(id: string): Promise<void> {
+    this.assertMayDelete('removing a key');
     const keys = await this.listKeys();
     const match = keys.filter((k) => k.id.startsWith(id));
     if (match.length !== 1) throw new NotFoundError(`key ${id}`);
@@ -192,6 +193,7 @@ export class Repository {
 
   /** Replaces the key that opened the repository with one for a new password. */
   async changePassword(password: string, kdf?: InitOptions['kdf']): Promise<string> {
+    this.assertMayDelete('changing the password (its old key is removed)');
     const id = await writeKey(this.backend, this.key, password, kdf);
     await this.backend.remove('keys', this.keyId);
     (this as { keyId: string }).keyId = id;
