@@ -73,7 +73,13 @@ export type Retention = z.infer<typeof retentionSchema>;
 export const localDestinationSchema = z.object({
   kind: z.literal('local'),
   path: z.string().trim().min(1, 'choose a destination folder'),
+  /** Append-only repository: backups never delete or overwrite anything; pruning needs a separate
+   *  maintenance password (chosen when the repository is created). */
+  appendOnly: z.boolean().optional(),
 });
+
+/** S3 object lock of a repository's backup objects (chosen when the repository is created). */
+export const objectLockSchema = z.enum(['governance', 'compliance']);
 
 /**
  * An S3-compatible bucket. The secret access key is never part of a destination (nor of a job): it
@@ -105,6 +111,8 @@ export const s3DestinationSchema = z
     accessKeyId: z.string().trim().min(1, 'enter the access key ID'),
     /** Allow plain http to a host that is not this computer (keys and data travel unprotected). */
     allowInsecureHttp: z.boolean().optional(),
+    /** Lock every backup object against deletion for as long as the retention keeps it. */
+    objectLock: objectLockSchema.optional(),
   })
   .refine((d) => !/^http:/i.test(d.endpoint) || d.allowInsecureHttp === true || isLoopbackUrl(d.endpoint), {
     path: ['endpoint'],
@@ -148,6 +156,8 @@ export const jobInputSchema = z.object({
   password: z.string().min(8, 'use a password of at least 8 characters'),
   /** The S3 secret access key, for an S3 destination (stored in the secret store, never in the job). */
   secretAccessKey,
+  /** A new append-only repository's maintenance password (needed to prune; never stored). */
+  maintenancePassword: z.string().min(8, 'use a maintenance password of at least 8 characters').optional(),
 });
 export type JobInput = z.input<typeof jobInputSchema>;
 

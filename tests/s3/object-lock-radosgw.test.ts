@@ -28,6 +28,8 @@ import { RepoNotFoundError } from '../../src/main/engine/errors.js';
 import { randomPrefix, s3Backend, useRadosgw, type S3Server } from './servers.js';
 import { runCli } from '../../src/main/cli/program.js';
 import { registerRecoverCommand } from '../../src/main/cli/commands/recover.js';
+import { createApi } from '../../src/main/api/wiring.js';
+import { MemorySecretStore } from '../../src/main/engine/catalog/secrets.js';
 import {
   tempDir,
   writeTree,
@@ -310,6 +312,55 @@ if (typeof rgw === 'string') {
           if (v === undefined) delete process.env[k];
           else process.env[k] = v;
         }
+      }
+    });
+
+    it("through the app: a job's object lock lasts as long as its retention keeps snapshots", async () => {
+      const bucket = newBucket('app');
+      const src = path.join(work, 'app-src');
+      await writeTree(src, { 'z.txt': 'zed' });
+      const wired = createApi({
+        mode: 'browser',
+        dataDir: path.join(work, 'app-data'),
+        secrets: new MemorySecretStore(),
+      });
+      const finished = new Set<string>();
+      wired.api.on((event, payload) => {
+        if (event === 'run.finished') finished.add((payload as { id: string }).id);
+      });
+      try {
+        const job = await wired.api.call('jobs.create', {
+          name: 'locked',
+          sources: [src],
+          destination: {
+            kind: 's3',
+            endpoint: rgw.endpoint,
+            bucket,
+            prefix: 'pc',
+            pathStyle: true,
+            accessKeyId: rgw.accessKeyId,
+            objectLock: 'governance', // (compliance would stay in the shared test store for 41 days)
+          },
+          secretAccessKey: rgw.secretAccessKey,
+          schedule: { kind: 'manual' },
+          retention: { keepDaily: 40 },
+          password: 'app lock password',
+        });
+        expect(job.destination).toMatchObject({ objectLock: 'governance' });
+        const run = await wired.api.call('jobs.runNow', { id: job.id });
+        await until(() => finished.has(run.id), 'the run to finish');
+        const snaps = await wired.api.call('snapshots.list', { jobId: job.id });
+        expect(snaps).toHaveLength(1);
+        const b = s3Backend(rgw, bucket, { prefix: 'pc' });
+        const r = await retention(b, b.key('snapshots', snaps[0].id));
+        await b.close();
+        expect(r?.mode).toBe('GOVERNANCE');
+        // 40 daily snapshots + a day: 41 days (more than the repository's own 30)
+        expect(r!.until).toBeGreaterThan(Date.now() + 40.9 * DAY);
+        expect(r!.until).toBeLessThan(Date.now() + 41.1 * DAY);
+      } finally {
+        await wired.api.close();
+        wired.close();
       }
     });
   });

@@ -30,6 +30,7 @@ import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
 import { jobAlarms } from './alarms.js';
+import { initProtection, withProtection } from './protection.js';
 import type { AlarmInfo } from '../../shared/api.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
@@ -40,7 +41,7 @@ import {
   sameS3Credentials,
   type RepoTarget,
 } from './destination.js';
-import type { Destination } from '../../shared/api.js';
+import type { Destination, Retention } from '../../shared/api.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -299,12 +300,25 @@ export class TidemarkApi {
     }
   }
 
-  /** Opens the repository at a destination with the password, or creates one there. */
+  /**
+   * Opens the repository at a destination with the password, or creates one there — with the
+   * protection the destination asks for (./protection.ts). Returns the destination as it is: an
+   * existing repository's protection is its own.
+   */
   private async prepareDestination(
     destination: Destination,
     password: string,
     secretAccessKey?: string,
-  ): Promise<void> {
+    protect: { maintenancePassword?: string; retention?: Retention } = {},
+  ): Promise<Destination> {
+    const init = initProtection(destination, protect);
+    const opened = async (repo: RepoHandle) => {
+      try {
+        return withProtection(destination, repo.immutability);
+      } finally {
+        await repo.close();
+      }
+    };
     if (destination.kind === 's3') {
       if (!secretAccessKey)
         throw new ValidationError([
@@ -312,19 +326,17 @@ export class TidemarkApi {
         ]);
       const t = destinationTarget(destination, secretAccessKey);
       // wrong keys, a missing permission or an unreachable store fail here with a named error
-      const repo = (await this.s.engine.exists(t.location, t.options))
-        ? await this.s.engine.open(t.location, password, t.options) // throws WrongPasswordError
-        : await this.s.engine.init(t.location, password, t.options);
-      await repo.close();
-      return;
+      return opened(
+        (await this.s.engine.exists(t.location, t.options))
+          ? await this.s.engine.open(t.location, password, t.options) // throws WrongPasswordError
+          : await this.s.engine.init(t.location, password, t.options, init),
+      );
     }
     const location = path.resolve(destination.path);
     if (!path.isAbsolute(destination.path))
       throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
     if (await this.s.engine.exists(location)) {
-      const repo = await this.s.engine.open(location, password); // throws WrongPasswordError
-      await repo.close();
-      return;
+      return opened(await this.s.engine.open(location, password)); // throws WrongPasswordError
     }
     const st = await fs.stat(location).catch(() => null);
     if (st && !st.isDirectory())
@@ -339,8 +351,7 @@ export class TidemarkApi {
         },
       ]);
     await fs.mkdir(location, { recursive: true });
-    const repo = await this.s.engine.init(location, password);
-    await repo.close();
+    return opened(await this.s.engine.init(location, password, {}, init));
   }
 
   private async listDirs(p: string | undefined): Promise<DirListing> {
@@ -461,16 +472,19 @@ export class TidemarkApi {
         this.checkOverlap(a.sources, a.destination);
         const destination: Destination =
           a.destination.kind === 'local'
-            ? { kind: 'local', path: path.resolve(a.destination.path) }
+            ? { ...a.destination, path: path.resolve(a.destination.path) }
             : a.destination;
         const secret = destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
-        await this.prepareDestination(destination, a.password, secret);
+        const prepared = await this.prepareDestination(destination, a.password, secret, {
+          maintenancePassword: a.maintenancePassword,
+          retention: a.retention,
+        });
         const spec: JobSpec = {
           name: a.name,
           sources: a.sources.map((p) => path.resolve(p)),
           excludes: a.excludes,
           excludePresets: a.excludePresets,
-          destination,
+          destination: prepared,
           schedule: a.schedule,
           retention: a.retention,
           options: a.options,
@@ -483,10 +497,10 @@ export class TidemarkApi {
         const job = await this.job(a.id);
         const c = a.changes;
         if (c.sources) await this.checkSources(c.sources);
-        const dest: Destination = !c.destination
+        let dest: Destination = !c.destination
           ? job.destination
           : c.destination.kind === 'local'
-            ? { kind: 'local', path: path.resolve(c.destination.path) }
+            ? { ...c.destination, path: path.resolve(c.destination.path) }
             : c.destination;
         this.checkOverlap(c.sources ?? job.sources, dest);
         // a blank secret keeps the stored one, as long as the job stays on S3
@@ -506,9 +520,11 @@ export class TidemarkApi {
             dest.accessKeyId !== job.destination.accessKeyId ||
             !!dest.allowInsecureHttp !== !!job.destination.allowInsecureHttp);
         if (moved || rekeyed) {
-          await this.prepareDestination(dest, await this.password(job), secret as string | undefined);
+          dest = await this.prepareDestination(dest, await this.password(job), secret as string | undefined, {
+            retention: c.retention ?? job.retention,
+          });
           this.dropRepo(job.id);
-        }
+        } else dest = withProtection(dest, undefined, job.destination); // a repository's protection stays its own
         const { id: _id, createdAt: _c, ...current } = job;
         const spec: JobSpec = {
           ...current,

@@ -12,6 +12,7 @@ import type {
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
 import type { AlarmDismissal } from '../engine/repo/holds.js';
+import type { Immutability, ImmutabilityOptions } from '../engine/repo/immutability.js';
 import type { BackendOptions } from '../engine/backend/open.js';
 import type { AppInfo } from '../../shared/api.js';
 import type {
@@ -31,6 +32,8 @@ export interface RepoHandle {
   listSnapshots(): Promise<SnapshotEntry[]>;
   loadTree(id: string): Promise<Tree>;
   close(): Promise<void>;
+  /** The repository's protection (S3 object lock, append-only), when it has any. */
+  readonly immutability?: Immutability;
   /** Dismissals of mass-change alarms (repo/holds.ts); absent: none. */
   listDismissals?(): Promise<AlarmDismissal[]>;
   /** Dismisses the alarm of a suspect snapshot; absent: this engine cannot. */
@@ -50,7 +53,13 @@ export interface PauseGate {
 export interface Engine {
   /** True when a repository exists at this location. */
   exists(location: string, options?: BackendOptions): Promise<boolean>;
-  init(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
+  /** Creates a repository; `protect` chooses S3 object lock or append-only (repo/immutability.ts). */
+  init(
+    location: string,
+    password: string,
+    options?: BackendOptions,
+    protect?: ImmutabilityOptions,
+  ): Promise<RepoHandle>;
   open(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
   backup(repo: RepoHandle, opts: BackupOptions): Promise<BackupResult>;
   restore(repo: RepoHandle, opts: RestoreOptions): Promise<RestoreResult>;

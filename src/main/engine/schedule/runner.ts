@@ -34,6 +34,9 @@ import { clockSkewWarning } from '../repo/lock.js';
 import type { MaintenanceDecision } from '../repo/maintenance.js';
 import type { MassChangeVerdict } from '../repo/types.js';
 
+/** An append-only repository refused to delete (without its maintenance password, which is never stored). */
+const appendOnly = (err: unknown) => (err as { code?: string })?.code === 'APPEND_ONLY';
+
 /** The run problem a suspect backup adds (the run ends with warnings; the app shows the alarm). */
 function alarmProblem(v: MassChangeVerdict): string {
   return `mass-change alarm: ${v.reasons.join('; ')}. The snapshot is kept, and older ones are held until the alarm is dismissed`;
@@ -253,7 +256,11 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           );
         } catch (err) {
           if (signal.aborted) throw err;
-          problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
+          if (appendOnly(err))
+            log(
+              'retention: not applied: the repository is append-only (prune it with its maintenance password)',
+            );
+          else problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
         }
       }
       this.events.emit('run-phase', { jobId: job.id, runId, phase: 'indexing' });
@@ -309,7 +316,9 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           );
         } catch (err) {
           if (signal.aborted) throw err;
-          problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
+          if (appendOnly(err))
+            log('prune: not run: the repository is append-only (prune it with its maintenance password)');
+          else problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
         }
       }
       if (job.options.verifyAfterBackup && this.engine.check) {

@@ -46,6 +46,10 @@ function JobCard({ job }: { job: JobSummary }) {
           <p className="muted small path-line" title={describeDestination(job.destination)}>
             <Icon name="drive" size={14} /> {job.destination.kind === 's3' ? 'S3 ' : ''}
             {describeDestination(job.destination)}
+            {job.destination.kind === 'local' && job.destination.appendOnly ? ' · append-only' : ''}
+            {job.destination.kind === 's3' && job.destination.objectLock
+              ? ` · object lock (${job.destination.objectLock})`
+              : ''}
           </p>
         </div>
         {live ? (

@@ -118,3 +118,62 @@ suite('browser mode: the mass-change alarm', () => {
     expect(consoleErrors).toEqual([]);
   });
 });
+
+suite('browser mode: an append-only destination chosen in the wizard', () => {
+  let t: string;
+  let w: Wired;
+  let srv: RunningServer;
+  let ctx: BrowserContext;
+  let pg: Page;
+  let errors: string[] = [];
+  beforeAll(async () => {
+    t = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-e2e-append-'));
+    const staticDir = await buildRenderer(path.join(t, 'renderer'));
+    fs.mkdirSync(path.join(t, 'Papers'));
+    fs.writeFileSync(path.join(t, 'Papers', 'tax.txt'), 'numbers');
+    w = createApi({ mode: 'browser', dataDir: path.join(t, 'data'), secrets: new MemorySecretStore() });
+    srv = await startServer({ api: w.api, staticDir });
+    ({ context: ctx, page: pg, consoleErrors: errors } = await openBrowser(browserPath!, t));
+  }, 180_000);
+  afterAll(() => closeAll({ context: ctx, wired: w, server: srv, tmp: t }));
+
+  it('creates the job with a maintenance password the app does not keep', async () => {
+    const repo = path.join(t, 'nas-share');
+    await pg.goto(srv.tokenUrl);
+    await pg.getByRole('button', { name: 'New backup job' }).click();
+    await pg.getByLabel('Job name').fill('Papers');
+    await pg.locator('#source-add').fill(path.join(t, 'Papers'));
+    await pg.getByRole('button', { name: 'Add folder' }).click();
+    await pg.getByRole('button', { name: 'Next' }).click();
+    await pg.getByLabel('Destination folder', { exact: true }).fill(repo);
+    await pg.getByLabel(/Append-only: backups never delete or overwrite anything here/).check();
+    for (let i = 0; i < 3; i++) await pg.getByRole('button', { name: 'Next' }).click();
+    await pg.getByLabel('Password', { exact: true }).fill('repository password');
+    await pg.getByLabel('Confirm password', { exact: true }).fill('repository password');
+    await pg.getByLabel('Maintenance password', { exact: true }).fill('maintenance only');
+    await pg.getByLabel('Confirm maintenance password').fill('maintenance typo');
+    await pg.getByRole('button', { name: 'Next' }).click();
+    await pg.getByText('the passwords do not match').waitFor(); // the step stays until they match
+    await pg.getByLabel('Confirm maintenance password').fill('maintenance only');
+    await pg.getByRole('button', { name: 'Next' }).click();
+    await pg.getByText('Append-only (pruning needs the maintenance password)').waitFor();
+    await pg.getByRole('button', { name: 'Create job' }).click();
+    await pg.getByText(/· append-only/).waitFor();
+    await pg.screenshot({ path: path.join(shotDir, '31-dashboard-append-only.png') });
+
+    const r = await Repository.open(new LocalBackend(repo), 'repository password');
+    try {
+      expect(r.immutability?.appendOnly).toBeDefined();
+      await expect(r.unlockMaintenance('maintenance only')).resolves.toBeUndefined();
+    } finally {
+      await r.close();
+    }
+    // never stored by the app: not in its data folder
+    const stored = fs
+      .readdirSync(path.join(t, 'data'))
+      .filter((f) => fs.statSync(path.join(t, 'data', f)).isFile())
+      .map((f) => fs.readFileSync(path.join(t, 'data', f)));
+    for (const b of stored) expect(b.includes(Buffer.from('maintenance only'))).toBe(false);
+    expect(errors).toEqual([]);
+  });
+});
