@@ -4,7 +4,7 @@
  * none), for every attack style. Each scenario starts from the same home folder: it is copied, backed up,
  * changed, and backed up again; the second backup's verdict is what counts.
  *
- *   npm run bench:alarm                                  # ~1,500 files, 3 seeds of every normal day
+ *   npm run bench:alarm                 # ~1,750 files, 3 seeds of every normal day and every attack
  *   npm run bench:alarm -- --scale 4 --seeds 5 --dir /var/tmp/tm-alarm --keep
  */
 import '../src/main/engineHost.js';
@@ -67,11 +67,12 @@ async function main(): Promise<void> {
         await normalDay(run, day, seed, SCALE);
         return undefined;
       });
-  for (const fraction of FRACTIONS)
-    for (const style of ATTACK_STYLES)
-      await scenario(`encrypt ${fraction * 100}% ${style}`, 'attack', () =>
-        encryptFiles(run, fraction, style),
-      );
+  for (let seed = 1; seed <= SEEDS; seed++)
+    for (const fraction of FRACTIONS)
+      for (const style of ATTACK_STYLES)
+        await scenario(`encrypt ${fraction * 100}% ${style} #${seed}`, 'attack', () =>
+          encryptFiles(run, fraction, style, seed),
+        );
   await repo.close();
   const normal = rows.filter((r) => r.kind === 'normal');
   const attacks = rows.filter((r) => r.kind === 'attack');
