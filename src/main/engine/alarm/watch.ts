@@ -2,8 +2,9 @@
  * MassChangeWatch: what one incremental backup sees of its changes, gathered for the mass-change alarm
  * (./detect.ts judges it). The backup tells it three things and nothing else (backup/index.ts):
  *
- *   listed(dir, names, previous nodes)   a folder was listed and compared with the previous snapshot
  *   read(path, node, previous node)      a changed or new file was read and chunked
+ *   listed(dir, names, previous nodes)   a folder lost entries of the previous snapshot (only then: a
+ *                                        folder whose previous entries are all still there costs nothing)
  *   stats()                              after the backup's last pack is indexed: the totals
  *
  * From those it learns, per file: whether it replaced a file of the previous snapshot (same path) or
@@ -67,7 +68,6 @@ interface DirState {
   removed: Map<string, TreeNode>;
   /** Extensions the folder's files had before. */
   prevExts: Set<string>;
-  added: FileRecord[];
 }
 
 export class MassChangeWatch {
@@ -107,7 +107,7 @@ export class MassChangeWatch {
     }
   }
 
-  /** A folder was listed: `names` are its entries now, `previous` its previous snapshot's nodes. */
+  /** A folder lost entries: `names` are its entries now, `previous` its previous snapshot's nodes. */
   listed(dir: string, names: readonly string[], previous: readonly TreeNode[] | undefined): void {
     if (!previous?.length) return;
     const now = new Set(names);
@@ -115,7 +115,7 @@ export class MassChangeWatch {
     for (const n of previous) {
       if (n.type !== 'file' || now.has(n.name)) continue;
       this.s.filesRemoved++;
-      state ??= { removed: new Map(), prevExts: new Set(), added: [] };
+      state ??= { removed: new Map(), prevExts: new Set() };
       state.removed.set(n.name, n);
     }
     if (!state) return;
@@ -130,7 +130,6 @@ export class MassChangeWatch {
     const modified = prev?.type === 'file';
     if (modified) this.s.filesModified++;
     else this.s.filesAdded++;
-    const state = modified ? undefined : this.dirs.get(dir);
     if (!node.content || (modified && !hasContent(prev!))) return; // block files: counted only
     if (this.files.length >= MAX_FILES) {
       this.s.notAnalysed++;
@@ -147,10 +146,10 @@ export class MassChangeWatch {
       modified,
       prevRatio: modified ? this.ratio(contentIds(prev!)).ratio : NaN,
     };
-    // the first bytes tell something only where a signature is known, or a removed file may be replaced
-    if (fresh.length && (hasSignature(node.name) || state)) rec.header = this.readHeader(file);
+    // the first bytes tell something where a signature is known, and for a new file (it may replace a
+    // removed one of a known type: whether its folder lost files is known only once it is listed whole)
+    if (fresh.length && (hasSignature(node.name) || !modified)) rec.header = this.readHeader(file);
     this.files.push(rec);
-    state?.added.push(rec);
   }
 
   /** The totals and the examples; call after the backup's packs are indexed (its flush). */
@@ -182,9 +181,16 @@ export class MassChangeWatch {
         );
       }
     }
+    const added = new Map<string, FileRecord[]>();
+    for (const f of this.files) {
+      if (f.modified || !this.dirs.has(f.dir)) continue;
+      let list = added.get(f.dir);
+      if (!list) added.set(f.dir, (list = []));
+      list.push(f);
+    }
     for (const [dir, state] of this.dirs) {
       const unpaired: FileRecord[] = [];
-      for (const f of state.added) {
+      for (const f of added.get(dir) ?? []) {
         const gone = pairOf(f.name, state.removed);
         if (!gone) {
           unpaired.push(f);

@@ -900,8 +900,8 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       // block lists in two parts stay unjoined: a night's patch needs only the previous patch
       const prevTree = prevTreeId ? await repo.loadTree(prevTreeId, { joinLists: false }) : undefined;
       const prevNodes = byName(prevTree);
-      if (watch && prevTree) watch.listed(show(abs), names.map(show), prevTree.nodes);
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
+      let matched = 0; // previous entries still here (fewer: some were removed)
       for (let i = 0; i < names.length; i++) {
         throwIfAborted(signal);
         if (!kept[i]) continue;
@@ -913,6 +913,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           continue;
         }
         const prev = prevNodes.get(names[i].toString('latin1'));
+        if (prev) matched++;
         const p = saveEntry(childAbs, names[i], st, prev, mode);
         if (st.type === 'dir') {
           // A few folders are walked at once (so small files from several of them keep both workers
@@ -925,6 +926,9 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         }
         pendingNodes.push(p);
       }
+      // the mass-change alarm pairs new files with removed ones (only folders that lost entries)
+      if (watch && prevTree && matched < prevTree.nodes.length)
+        watch.listed(show(abs), names.map(show), prevTree.nodes);
       const nodes = (await Promise.all(pendingNodes)).filter((n): n is TreeNode => !!n);
       if (
         prevTree &&
