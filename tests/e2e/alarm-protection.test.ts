@@ -77,6 +77,12 @@ suite('browser mode: the mass-change alarm', () => {
     expect(raised[0].suspicious).toBeGreaterThanOrEqual(raised[0].threshold);
     const listed = await wired.api.call('alarms.list', {});
     expect(listed.map((a) => a.snapshotId)).toEqual([raised[0].snapshotId]);
+    // the retention preview shows what forget will do: the held snapshots stay
+    const preview = await wired.api.call('jobs.previewRetention', { id: jobId, retention: { keepLast: 1 } });
+    expect(preview.remove).toEqual([]);
+    expect(
+      preview.keep.filter((k) => k.reasons.some((r) => /held by the mass-change alarm/.test(r))),
+    ).toHaveLength(1);
 
     await page.goto(server.tokenUrl);
     const banner = page.getByRole('alert').filter({ hasText: 'Possible ransomware: Home folder' });

@@ -31,6 +31,7 @@ import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
 import { jobAlarms } from './alarms.js';
 import { initProtection, withProtection } from './protection.js';
+import { heldSnapshots, holdReason } from '../engine/repo/holds.js';
 import type { AlarmInfo } from '../../shared/api.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
@@ -559,11 +560,21 @@ export class TidemarkApi {
         return { changed: true as const };
       },
       'jobs.previewRetention': async (a) => {
-        const { snaps } = await this.snapshotsOf(await this.job(a.id));
+        const { repo, snaps, all } = await this.snapshotsOf(await this.job(a.id));
         const d = applyRetentionPolicy(snaps, a.retention);
+        // as forget does: snapshots held by a mass-change alarm stay whatever the policy says
+        const held = all.some((x) => x.massChange?.suspect)
+          ? heldSnapshots(all, (await repo.listDismissals?.()) ?? [])
+          : new Map<string, SnapshotEntry>();
+        const keep = [
+          ...d.keep,
+          ...d.remove
+            .filter((x) => held.has(x.id))
+            .map((x) => ({ snapshot: x, reasons: [holdReason(held.get(x.id)!)] })),
+        ];
         return {
-          keep: d.keep.map((k) => ({ ...snapshotInfo(k.snapshot), reasons: k.reasons })),
-          remove: d.remove.map(snapshotInfo),
+          keep: keep.map((k) => ({ ...snapshotInfo(k.snapshot), reasons: k.reasons })),
+          remove: d.remove.filter((x) => !held.has(x.id)).map(snapshotInfo),
         };
       },
       'jobs.check': async (a) => {
