@@ -124,8 +124,9 @@ export class MassChangeWatch {
   }
 
   /** A file was read: `file` is its path, `node` its new version (with its content), `prev` the
-   *  previous snapshot's node of that name. */
-  read(file: string, node: TreeNode, prev: TreeNode | undefined): void {
+   *  previous snapshot's node of that name; `readAt` where it was read, when elsewhere (a filesystem
+   *  snapshot of it). */
+  read(file: string, node: TreeNode, prev: TreeNode | undefined, readAt = file): void {
     const dir = path.dirname(file);
     const modified = prev?.type === 'file';
     if (modified) this.s.filesModified++;
@@ -148,7 +149,7 @@ export class MassChangeWatch {
     };
     // the first bytes tell something where a signature is known, and for a new file (it may replace a
     // removed one of a known type: whether its folder lost files is known only once it is listed whole)
-    if (fresh.length && (hasSignature(node.name) || !modified)) rec.header = this.readHeader(file);
+    if (fresh.length && (hasSignature(node.name) || !modified)) rec.header = this.readHeader(readAt);
     this.files.push(rec);
   }
 

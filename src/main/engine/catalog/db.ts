@@ -170,7 +170,11 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
   (db) => {
     db.exec('ALTER TABLE runs ADD COLUMN requests TEXT');
   },
-  // 5: mass-change alarms (catalog/alarms.ts): suspect snapshots by repository, and their dismissals
+  // 5: which sources a run read from a filesystem snapshot, and why not the others (JSON SnapshotReport).
+  (db) => {
+    db.exec('ALTER TABLE runs ADD COLUMN snapshots TEXT');
+  },
+  // 6: mass-change alarms (catalog/alarms.ts): suspect snapshots by repository, and their dismissals
   // (a cache of the repository's alarms/ objects, like the snapshots table of its snapshots).
   (db) => {
     db.exec(`
