@@ -1,8 +1,8 @@
 /**
  * The mass-change alarm end to end through the engine: a simulated home PC (tests/helpers/homepc.ts)
- * goes through normal days (a day of work, a software update, a photo import, a clean-up, re-tagged
- * music) and through simulated ransomware encrypting 2%, 10% and 50% of its files; every normal day's
- * backup must stay quiet and every attack's backup must be flagged. Then what a flag does: the suspect
+ * goes through a week of normal days (a day of work, a software update, a photo import, a clean-up,
+ * re-tagged music, one after the other) and through simulated ransomware encrypting 2%, 10% and 50% of
+ * its files; every normal day's backup must stay quiet and every attack's backup must be flagged. Then what a flag does: the suspect
  * snapshot is kept, forget holds every older snapshot of the host until the alarm is dismissed, and
  * after the dismissal the policy applies again. `npm run bench:alarm` runs more seeds and every attack
  * style at every fraction and prints the margins.
@@ -31,7 +31,7 @@ describe('mass-change alarm on a simulated home PC', () => {
     work = await tempDir('tm-alarm-');
     base = path.join(work, 'base');
     home = path.join(work, 'home');
-    files = await makeHomePc(base, { size: 0.3 });
+    files = await makeHomePc(base, { size: 0.2 });
     repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
   });
 
@@ -47,13 +47,23 @@ describe('mass-change alarm on a simulated home PC', () => {
   };
 
   it('stays quiet on normal days', async () => {
+    // day after day on one home folder, each backup judged against the day before
+    await fs.rm(home, { recursive: true, force: true });
+    execFileSync('cp', ['-a', base, home]);
+    let parent = (await backup(repo, { paths: [home], host: 'pc' })).snapshotId;
     const verdicts: Record<string, MassChangeVerdict> = {};
-    for (const day of NORMAL_DAYS) verdicts[day] = await scenario(() => normalDay(home, day, 1));
+    for (const day of NORMAL_DAYS) {
+      await normalDay(home, day, 1);
+      const r = await backup(repo, { paths: [home], host: 'pc', parent });
+      verdicts[day] = r.massChange!;
+      parent = r.snapshotId;
+    }
     for (const [day, v] of Object.entries(verdicts)) {
       expect(v.suspect, `${day}: ${v.reasons.join('; ')}`).toBe(false);
-      expect(v.threshold).toBe(Math.max(10, Math.ceil(files * 0.005)));
+      expect(v.threshold).toBe(Math.max(10, Math.ceil(v.stats.filesBefore * 0.005)));
     }
     // the days did change things: the alarm saw them and found nothing that looks like encryption
+    expect(verdicts['day-of-work'].stats.filesBefore).toBe(files);
     expect(verdicts['day-of-work'].stats.filesModified).toBeGreaterThan(20);
     expect(verdicts['day-of-work'].stats.filesAdded).toBeGreaterThan(100);
     expect(verdicts['software-update'].stats.rewrittenWhole).toBeGreaterThan(100);
@@ -63,13 +73,12 @@ describe('mass-change alarm on a simulated home PC', () => {
     expect(verdicts['music-retag'].stats.filesModified).toBeGreaterThan(50);
   });
 
+  // the hardest style at 2% (files without a signature that never compressed are no evidence in place),
+  // and the others at 10% and 50% (`npm run bench:alarm` runs every style at every fraction)
   const attacks: [number, AttackStyle][] = [
     [0.02, 'in-place'],
-    [0.02, 'rename'],
-    [0.02, 'random-name'],
-    [0.02, 'partial'],
-    [0.1, 'in-place'],
-    [0.5, 'rename'],
+    [0.1, 'rename'],
+    [0.5, 'random-name'],
   ];
   it('flags simulated encryption of 2%, 10% and 50% of the files', async () => {
     for (const [fraction, style] of attacks) {

@@ -37,12 +37,16 @@ let repoDir: string;
 const finished = new Set<string>();
 const raised: AlarmInfo[] = [];
 const shotDir = path.join(ARTIFACTS, 'screenshots');
+// one build of the UI for both suites
+let built: Promise<string> | undefined;
+const renderer = () =>
+  (built ??= buildRenderer(fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-e2e-alarm-ui-')) + '/renderer'));
 
 suite('browser mode: the mass-change alarm', () => {
   beforeAll(async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-e2e-alarm-'));
     fs.mkdirSync(shotDir, { recursive: true });
-    const staticDir = await buildRenderer(path.join(tmp, 'renderer'));
+    const staticDir = await renderer();
     home = path.join(tmp, 'Home');
     repoDir = path.join(tmp, 'repo');
     await makeHomePc(home, { scale: 0.15, size: 0.2, seed: 11 });
@@ -134,14 +138,17 @@ suite('browser mode: an append-only destination chosen in the wizard', () => {
   let errors: string[] = [];
   beforeAll(async () => {
     t = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-e2e-append-'));
-    const staticDir = await buildRenderer(path.join(t, 'renderer'));
+    const staticDir = await renderer();
     fs.mkdirSync(path.join(t, 'Papers'));
     fs.writeFileSync(path.join(t, 'Papers', 'tax.txt'), 'numbers');
     w = createApi({ mode: 'browser', dataDir: path.join(t, 'data'), secrets: new MemorySecretStore() });
     srv = await startServer({ api: w.api, staticDir });
     ({ context: ctx, page: pg, consoleErrors: errors } = await openBrowser(browserPath!, t));
   }, 180_000);
-  afterAll(() => closeAll({ context: ctx, wired: w, server: srv, tmp: t }));
+  afterAll(async () => {
+    await closeAll({ context: ctx, wired: w, server: srv, tmp: t });
+    if (built) fs.rmSync(path.dirname(await built), { recursive: true, force: true });
+  });
 
   it('creates the job with a maintenance password the app does not keep', async () => {
     const repo = path.join(t, 'nas-share');
