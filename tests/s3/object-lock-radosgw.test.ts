@@ -25,6 +25,8 @@ import { restore } from '../../src/main/engine/restore/index.js';
 import { check } from '../../src/main/engine/check/index.js';
 import { forget, prune } from '../../src/main/engine/repo/retention.js';
 import { RepoNotFoundError } from '../../src/main/engine/errors.js';
+import { LocalBackend } from '../../src/main/engine/backend/local/index.js';
+import { OBJECT_TYPES } from '../../src/main/engine/backend/types.js';
 import { randomPrefix, s3Backend, useRadosgw, type S3Server } from './servers.js';
 import { runCli } from '../../src/main/cli/program.js';
 import { registerRecoverCommand } from '../../src/main/cli/commands/recover.js';
@@ -219,6 +221,18 @@ if (typeof rgw === 'string') {
       expect(locksAfter!.until).toBeGreaterThan(locksBefore!.until); // the newest snapshot's lock moved on
       expect((await check(back, { readData: true })).ok).toBe(true);
       await back.close();
+
+      // a copy of the repository in a folder (a sync tool's) opens and checks as any folder
+      const copyDir = path.join(work, 'copy');
+      const local = new LocalBackend(copyDir);
+      await local.init();
+      for (const type of OBJECT_TYPES)
+        for await (const o of store.list(type))
+          await local.save(type, o.name, await store.load(type, o.name));
+      const copy = await Repository.open(local, 'pw');
+      expect(copy.immutability?.objectLock).toEqual({ mode: 'governance', days: 1 });
+      expect((await check(copy, { readData: true })).ok).toBe(true);
+      await copy.close();
       await store.close();
     });
 

@@ -126,14 +126,9 @@ export async function newImmutability(
  * append-only repository is seen through AppendOnlyBackend. Returns the backend the repository uses.
  */
 export function enforceImmutability(backend: Backend, im: Immutability | undefined): Backend {
-  if (im?.objectLock) {
-    const store = lockingStore(backend);
-    if (!store)
-      throw new UsageError(
-        'this repository uses S3 object lock, but it was opened at a location without it: open it at its S3 location',
-      );
-    store.enableObjectLock(im.objectLock);
-  }
+  // a copy of an S3 repository in a folder (any sync tool makes one) opens and works as any folder:
+  // the lock is a property of the S3 location, which a folder cannot have
+  if (im?.objectLock) lockingStore(backend)?.enableObjectLock(im.objectLock);
   return im?.appendOnly ? new AppendOnlyBackend(backend) : backend;
 }
 
