@@ -146,6 +146,14 @@ export const jobOptionsSchema = z.object({
   postCommand: z.string().trim().max(4000).optional(),
   /** Seconds each command may take (default 600). */
   hookTimeoutSec: z.number().int().min(1).max(86_400).optional(),
+  /** Restore tests after backups: a random sample of files restored into a temporary folder and
+   *  compared with the stored hashes, every `everyDays` days (0: after every backup); absent: none. */
+  restoreTest: z
+    .object({
+      everyDays: z.number().int().min(0, 'use 0 or more days').max(365),
+      files: z.number().int().min(1, 'test at least one file').max(10_000),
+    })
+    .optional(),
 });
 export type JobOptions = z.infer<typeof jobOptionsSchema>;
 
@@ -328,6 +336,7 @@ export type Phase =
   | 'indexing'
   | 'prune'
   | 'verify'
+  | 'restore-test'
   | 'done';
 
 /** A run in progress, as the Live run page and the tray show it. */
@@ -359,6 +368,8 @@ export interface JobSummary extends Job {
   lastCheck?: CheckSummary;
   /** The newest mass-change alarm of this job nobody dismissed (possible ransomware), if any. */
   alarm?: AlarmInfo;
+  /** The job's newest restore test, if any. */
+  lastRestoreTest?: RestoreTestSummary;
 }
 
 /**
@@ -382,6 +393,62 @@ export interface AlarmInfo {
   held: number;
   /** Set once the user dismissed it. */
   dismissed?: { at: string; host: string; note?: string };
+}
+
+/** A restore test: a sample of a snapshot restored into a temporary folder and compared with its hashes. */
+export interface RestoreTestSummary {
+  id: string;
+  jobId: string;
+  jobName: string;
+  /** The backup run it followed; absent: made on demand. */
+  runId?: string;
+  snapshotId: string;
+  trigger: 'schedule' | 'manual';
+  /** passed: everything matched; failed: something did not restore correctly; error: no test was made. */
+  status: 'passed' | 'failed' | 'error';
+  startedAt: string;
+  endedAt: string;
+  files: number;
+  bytes: number;
+  blockFiles: number;
+  /** Every block file of the snapshot was restored (the monthly test). */
+  allBlockFiles: boolean;
+  failures: { path: string; message: string }[];
+  skipped: { path: string; reason: string }[];
+  error?: WireError;
+}
+
+/** What a repair of a job's repository did (or, as a dry run, would do). */
+export interface RepairSummary {
+  repairedAt: string;
+  dryRun: boolean;
+  /** Nothing needed repairing. */
+  clean: boolean;
+  damagedPacks: number;
+  missingPacks: number;
+  damagedIndexFiles: number;
+  /** Sound blobs copied out of damaged packs. */
+  blobsSalvaged: number;
+  /** Lost blobs read again from the files on this computer. */
+  blobsFromSources: number;
+  /** Blobs some snapshot needed that could not be saved. */
+  blobsLost: number;
+  snapshotsRebuilt: number;
+  snapshotsRemoved: number;
+  snapshotsRecovered: number;
+  /** What could not be saved ("snapshot:/path"), capped; `lostCount` is exact. */
+  lost: { where: string; kind: 'file' | 'folder' | 'snapshot'; reason: string }[];
+  lostCount: number;
+  /** The check made after the repair. */
+  check?: CheckSummary;
+}
+
+/** A repair in progress. */
+export interface RepairProgress {
+  jobId: string;
+  phase: 'packs' | 'snapshots' | 'sources' | 'rebuild' | 'writing' | 'cleanup' | 'check';
+  done: number;
+  total: number;
 }
 
 export interface SnapshotInfo {
@@ -569,6 +636,13 @@ export const argSchemas = {
   'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
   'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
   'jobs.maintenance': z.object({ id }).strict(),
+  /** A restore test of the job's newest snapshot now (`allBlockFiles`: every block file too). */
+  'jobs.testRestore': z.object({ id, allBlockFiles: z.boolean().optional() }).strict(),
+  /** Repairs the job's repository (waits for nothing: fails while a backup holds it). */
+  'jobs.repair': z.object({ id, dryRun: z.boolean().optional() }).strict(),
+  'restoreTests.list': z
+    .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
+    .strict(),
   /** Tries a destination before it is saved. On the edit page, a blank secret with `jobId` uses the stored one. */
   'destinations.test': z
     .object({ destination: destinationSchema, secretAccessKey, jobId: id.optional() })
@@ -644,6 +718,9 @@ export interface ApiResults {
   'jobs.previewRetention': RetentionPreview;
   'jobs.check': CheckSummary;
   'jobs.maintenance': MaintenanceInfo | null;
+  'jobs.testRestore': RestoreTestSummary;
+  'jobs.repair': RepairSummary;
+  'restoreTests.list': RestoreTestSummary[];
   'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;
@@ -676,6 +753,9 @@ export interface ApiEvents {
   'settings.changed': Settings;
   /** A backup's changes looked like mass encryption (possible ransomware). */
   'alarm.raised': AlarmInfo;
+  /** A restore test ended (after a backup or on demand), whatever its verdict. */
+  'restoreTest.finished': RestoreTestSummary;
+  'repair.progress': RepairProgress;
 }
 export type ApiEvent = keyof ApiEvents;
 export const apiEvents: readonly ApiEvent[] = API_EVENTS;

@@ -18,6 +18,9 @@ export const API_METHODS = [
   'jobs.previewRetention',
   'jobs.check',
   'jobs.maintenance',
+  'jobs.testRestore',
+  'jobs.repair',
+  'restoreTests.list',
   'destinations.test',
   'runs.list',
   'runs.get',
@@ -43,6 +46,8 @@ export const API_EVENTS = [
   'jobs.changed',
   'restore.progress',
   'settings.changed',
+  'restoreTest.finished',
+  'repair.progress',
   'alarm.raised',
 ] as const;
 

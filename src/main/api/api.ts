@@ -30,9 +30,10 @@ import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
 import { jobAlarms } from './alarms.js';
-import { initProtection, withProtection } from './protection.js';
+import { initProtection, withProtection } from './immutability.js';
 import { heldSnapshots, holdReason } from '../engine/repo/holds.js';
 import type { AlarmInfo } from '../../shared/api.js';
+import { Protection } from './protection.js';
 import { applyRetentionPolicy } from '../engine/schedule/retention.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
 import {
@@ -61,11 +62,14 @@ export class TidemarkApi {
   private checks = new Map<string, CheckSummary>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
   private handlers: Handlers;
+  private protection: Protection;
 
   constructor(private s: ApiServices) {
     this.events.setMaxListeners(0);
-    const emit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) =>
-      this.emit(event, payload as never);
+    const emit = (
+      event: 'run.progress' | 'run.finished' | 'jobs.changed' | 'restoreTest.finished',
+      payload: unknown,
+    ) => this.emit(event, payload as never);
     if (s.runner) this.runs = s.runner(emit);
     else {
       // the API's own runner records runs itself, so it needs a store that can save them
@@ -81,6 +85,19 @@ export class TidemarkApi {
         const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
         if (alarm) this.emit('alarm.raised', alarm);
       });
+    });
+    this.protection = new Protection({
+      services: s,
+      job: (id) => this.job(id),
+      repoFor: (job) => this.repoFor(job),
+      openOwn: async (job) => {
+        const [pw, t] = await Promise.all([this.password(job), this.target(job)]);
+        return this.s.engine.open(t.location, pw, t.options);
+      },
+      dropRepo: (id) => this.dropRepo(id),
+      isRunning: (id) => this.runs.isRunning(id),
+      setCheck: (id, c) => this.checks.set(id, c),
+      emit: (event: ApiEvent, payload: unknown) => this.emit(event, payload as never),
     });
     this.handlers = this.makeHandlers();
   }
@@ -245,6 +262,13 @@ export class TidemarkApi {
     }
     const lastCheck = this.checks.get(job.id);
     if (lastCheck && !lastCheck.ok) health = 'error';
+    const lastRestoreTest = await this.protection.last(job.id).catch(() => undefined);
+    // (a clean check since, as after a repair, answers a failed restore test)
+    if (
+      lastRestoreTest?.status === 'failed' &&
+      !(lastCheck?.ok && lastCheck.checkedAt > lastRestoreTest.endedAt)
+    )
+      health = 'error';
     const stats = this.stats.get(job.id);
     const alarm = stats?.alarms?.[0];
     if (alarm) health = 'error';
@@ -262,6 +286,7 @@ export class TidemarkApi {
       repoBytes: stats?.bytes ?? null,
       running: this.runs.isRunning(job.id),
       lastCheck,
+      ...(lastRestoreTest ? { lastRestoreTest } : {}),
       ...(alarm ? { alarm } : {}),
     };
   }
@@ -606,6 +631,9 @@ export class TidemarkApi {
         if (!s.engine.maintenance) return null;
         return s.engine.maintenance(await this.repoFor(job));
       },
+      'jobs.testRestore': async (a) => this.protection.testRestore(a.id, a.allBlockFiles),
+      'jobs.repair': async (a) => this.protection.repair(a.id, a.dryRun),
+      'restoreTests.list': async (a) => this.protection.list(a),
       'destinations.test': async (a) => {
         let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
         if (a.destination.kind === 's3' && !secret && a.jobId) {

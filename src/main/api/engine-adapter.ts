@@ -18,6 +18,8 @@ import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { forget } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
+import { restoreTest, type RestoreTestOptions, type RestoreTestResult } from '../engine/restoretest/index.js';
+import { repair, type RepairOptions, type RepairReport } from '../engine/repair/index.js';
 import { readMaintenance, takeoverAfterMs } from '../engine/repo/maintenance.js';
 import type { MaintenanceInfo } from '../../shared/api.js';
 import { dismissAlarm, listDismissals } from '../engine/repo/holds.js';
@@ -107,6 +109,14 @@ export class RealEngine implements Engine {
 
   check(handle: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport> {
     return check((handle as RealHandle).repo, opts);
+  }
+
+  restoreTest(handle: RepoHandle, opts: RestoreTestOptions): Promise<RestoreTestResult> {
+    return restoreTest((handle as RealHandle).repo, opts);
+  }
+
+  repair(handle: RepoHandle, opts: RepairOptions): Promise<RepairReport> {
+    return repair((handle as RealHandle).repo, opts);
   }
 
   async maintenance(handle: RepoHandle): Promise<MaintenanceInfo | null> {

@@ -26,6 +26,7 @@ import { EXIT, exitCodeFor } from './exitCodes.js';
 import { describeAlarm } from './commands/alarm.js';
 import { getMaintenancePassword, getNewPassword, getPassword, givenMaintenancePassword } from './password.js';
 import { addRetentionOptions, retentionFrom, retentionGiven } from './retention.js';
+import { addProtectCommands } from './protect.js';
 
 export interface CliIO {
   out: (text: string) => void;
@@ -662,6 +663,8 @@ export function buildProgram(
         () => ({ id }),
       );
     });
+
+  addProtectCommands(program, { io, g, print, withRepo, signal, setExitCode: (c) => (exitCode = c) });
 
   for (const r of registrars) r(program, ctx);
   return { program, exitCode: () => exitCode };

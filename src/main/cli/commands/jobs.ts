@@ -13,7 +13,15 @@ import { Option } from 'commander';
 import { Catalog } from '../../engine/catalog/catalog.js';
 import { KeyFileSecretStore, secretKeys, type SecretStore } from '../../engine/catalog/secrets.js';
 import { rebuildRepository } from '../../engine/catalog/sync.js';
-import type { Job, JobSpec, RepositoryRecord, RunRecord, Schedule } from '../../engine/catalog/types.js';
+import type {
+  Job,
+  JobSpec,
+  RepositoryRecord,
+  RestoreTestSettings,
+  RunRecord,
+  Schedule,
+} from '../../engine/catalog/types.js';
+import { DEFAULT_TEST_FILES, describeRestoreTest } from '../../engine/schedule/restoreTests.js';
 import { JobRunner } from '../../engine/schedule/runner.js';
 import { createJobSystem } from '../../engine/schedule/system.js';
 import { TrackerService, journalBackup } from '../../tracking/service.js';
@@ -91,6 +99,14 @@ function addScheduleOptions(cmd: Command): Command {
     .option('--catch-up', 'run a missed backup once after sleep or shutdown (the default)')
     .option('--no-catch-up', 'do not run a missed backup after sleep or shutdown')
     .option('--prune-every-days <n>', 'reclaim space in the repository at most every N days', Number)
+    .option(
+      '--restore-test-every <days>',
+      'after backups, restore a random sample into a temporary folder and compare it, every N days (0: each backup)',
+      count,
+    )
+    .option('--restore-test-files <n>', 'files each restore test draws (default 20)', count)
+    .option('--restore-test-dir <dir>', 'where restore tests make their temporary folder')
+    .option('--restore-test-off', 'no restore tests after backups')
     .addOption(new Option('--disable', "pause the job's schedule"))
     .option('--enable', "resume the job's schedule")
     .addOption(
@@ -121,6 +137,21 @@ function hookOptionsFrom(o: any, cur: JobSpec['options'] = {}): JobSpec['options
     out.hookTimeoutSec = o.hookTimeout;
   }
   return out;
+}
+
+/** The job's restore test settings from --restore-test-… options (undefined: none given). */
+function restoreTestFrom(o: any, cur?: RestoreTestSettings): RestoreTestSettings | undefined {
+  if (o.restoreTestEvery === undefined && o.restoreTestFiles === undefined && o.restoreTestDir === undefined)
+    return undefined;
+  return {
+    everyDays: o.restoreTestEvery ?? cur?.everyDays ?? 7,
+    files: o.restoreTestFiles ?? cur?.files ?? DEFAULT_TEST_FILES,
+    ...(o.restoreTestDir
+      ? { tempDir: path.resolve(o.restoreTestDir) }
+      : cur?.tempDir
+        ? { tempDir: cur.tempDir }
+        : {}),
+  };
 }
 
 function scheduleFrom(o: any): Schedule | undefined {
@@ -179,7 +210,9 @@ function runExitCode(run: RunRecord): number {
     case 'cancelled':
       return EXIT.CANCELLED;
     default:
-      return run.error?.code === 'VERIFY_FAILED' ? EXIT.DAMAGED : exitCodeFor({ code: run.error?.code });
+      return run.error?.code === 'VERIFY_FAILED' || run.error?.code === 'RESTORE_TEST_FAILED'
+        ? EXIT.DAMAGED
+        : exitCodeFor({ code: run.error?.code });
   }
 }
 
@@ -277,6 +310,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
           verifyReadData: !!o.verifyData,
           fullEveryDays: o.fullEveryDays,
           catchUp: o.catchUp,
+          ...(restoreTestFrom(o) && !o.restoreTestOff ? { restoreTest: restoreTestFrom(o) } : {}),
         }),
         enabled: !o.disable,
       };
@@ -361,6 +395,9 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
       if (o.verifyData) options.verifyReadData = true;
       if (o.fullEveryDays !== undefined) options.fullEveryDays = o.fullEveryDays;
       if (o.catchUp !== undefined) options.catchUp = o.catchUp;
+      const rt = restoreTestFrom(o, cur.options.restoreTest);
+      if (o.restoreTestOff) delete options.restoreTest;
+      else if (rt) options.restoreTest = rt;
       patch.options = options;
       if (o.disable) patch.enabled = false;
       if (o.enable) patch.enabled = true;
@@ -556,6 +593,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         ),
       );
       events.on('run-skipped', (e) => line(`skipped "${name(e.jobId)}": ${e.reason}`));
+      events.on('restore-test', (e) => line(`"${name(e.jobId)}": ${describeRestoreTest(e.test)}`));
       scheduler.start();
       for (const j of c.listJobs())
         line(`"${j.name}": ${describeSchedule(j.schedule)}, next ${fmtTime(scheduler.nextRun(j))}`);

@@ -128,6 +128,8 @@ export interface Snapshot {
    *  snapshot). A suspect snapshot holds every older snapshot of its host against forget until the
    *  alarm is dismissed (repo/holds.ts). */
   massChange?: MassChangeVerdict;
+  /** Set by `repair` on a snapshot saved again without what was lost: the snapshot it replaces. */
+  repairedFrom?: ID;
 }
 
 /** What the alarm counts of one backup; kept in the snapshot (massChange.stats). */

@@ -11,6 +11,7 @@ import { openRepository, type Repository } from '../repo/repository.js';
 import { backup } from '../backup/index.js';
 import { forget, prune } from '../repo/retention.js';
 import { check } from '../check/index.js';
+import { restoreTest } from '../restoretest/index.js';
 import { UsageError } from '../errors.js';
 import { lockDaysFor } from '../repo/immutability.js';
 import type { JobEngine } from './runner.js';
@@ -108,5 +109,6 @@ export function createJobEngine(opts: {
     forget: (repo, policy, o) => forget(repo, policy, { dryRun: o.dryRun, job: o.job }),
     prune: (repo, o) => prune(repo, { signal: o.signal }),
     check: (repo, o) => check(repo, { readData: o.readData, signal: o.signal }),
+    restoreTest: (repo, o) => restoreTest(repo, o),
   };
 }

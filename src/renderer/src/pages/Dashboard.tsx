@@ -9,6 +9,7 @@ import { AlarmBanner } from '../components/AlarmBanner';
 import { bytes, duration, when } from '../format';
 import type { JobSummary } from '../api';
 import { describeDestination } from '../../../shared/destination';
+import { RepairButton, RestoreTestLine, TestRestoreButton, looksDamaged } from '../components/JobProtection';
 
 function scheduleText(j: JobSummary): string {
   const s = j.schedule;
@@ -95,6 +96,7 @@ function JobCard({ job }: { job: JobSummary }) {
             : `Check ${when(job.lastCheck.checkedAt)}: ${job.lastCheck.problems.length} problem(s) — ${job.lastCheck.problems[0]?.message ?? ''}`}
         </p>
       ) : null}
+      <RestoreTestLine job={job} />
       {last?.status === 'failed' && last.error ? (
         <p className="error-text small" role="status">
           {last.error.message}
@@ -152,6 +154,8 @@ function JobCard({ job }: { job: JobSummary }) {
           >
             {checking ? 'Checking…' : 'Check'}
           </button>
+          <TestRestoreButton job={job} />
+          <RepairButton job={job} damaged={looksDamaged(job)} />
         </span>
       </footer>
     </article>

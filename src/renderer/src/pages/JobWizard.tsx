@@ -37,6 +37,14 @@ import {
 import type { Destination, DestinationTestResult } from '../api';
 import { describeDestination } from '../../../shared/destination';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
+import {
+  DEFAULT_RESTORE_TEST,
+  RestoreTestFields,
+  describeRestoreTest,
+  restoreTestForm,
+  restoreTestOption,
+  type RestoreTestForm,
+} from '../components/RestoreTestFields';
 
 const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
 type Step = (typeof steps)[number];
@@ -73,6 +81,8 @@ interface Form {
   blockFiles: boolean;
   /** Filesystem snapshot and pre/post-commands (components/SnapshotFields). */
   hooks: SnapshotForm;
+  /** Restore tests after backups: every N days, N files (RestoreTestFields). */
+  restoreTest: RestoreTestForm;
   /** Protection of the repository (chosen when it is created): append-only folder, S3 object lock. */
   appendOnly: boolean;
   objectLock: LockChoice;
@@ -195,6 +205,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     workers: undefined,
     blockFiles: true,
     hooks: defaultSnapshotForm,
+    restoreTest: DEFAULT_RESTORE_TEST,
     appendOnly: false,
     objectLock: '',
     maintenancePassword: '',
@@ -256,6 +267,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           workers: j.options.workers,
           blockFiles: j.options.blockFiles !== false,
           hooks: snapshotFormOf(j.options),
+          restoreTest: restoreTestForm(j.options.restoreTest),
         }));
       })
       .catch((err) => toast('error', errorMessage(err)));
@@ -279,6 +291,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         workers: form.workers,
         blockFiles: form.blockFiles,
         ...snapshotOptionsOf(form.hooks),
+        restoreTest: restoreTestOption(form.restoreTest),
       },
       password: editing ? 'unchanged-password' : form.password,
       secretAccessKey: form.destKind === 's3' && form.s3Secret ? form.s3Secret : undefined,
@@ -810,6 +823,14 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               </span>
             </label>
             <SnapshotFields value={form.hooks} onChange={(hooks) => set({ hooks })} />
+            <RestoreTestFields
+              value={form.restoreTest}
+              onChange={(restoreTest) => set({ restoreTest })}
+              errors={{
+                everyDays: shown('options.restoreTest.everyDays', 'Security'),
+                files: shown('options.restoreTest.files', 'Security'),
+              }}
+            />
           </div>
         )}
 
@@ -868,6 +889,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               {form.hooks.preCommand.trim() ? ` · before: ${form.hooks.preCommand.trim()}` : ''}
               {form.hooks.postCommand.trim() ? ` · after: ${form.hooks.postCommand.trim()}` : ''}
             </dd>
+            <dt>Restore tests</dt>
+            <dd>{describeRestoreTest(form.restoreTest)}</dd>
           </dl>
         )}
 
