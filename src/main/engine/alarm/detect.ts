@@ -4,8 +4,9 @@
  * Evidence is counted per file, and only changes that ordinary work does not produce count:
  * - a changed file whose first bytes no longer carry its type's signature (a .docx that is no zip, a
  *   .jpg that is no JPEG; zeros excepted: a download being filled in);
- * - a changed file whose new data does not compress where its previous version did (text, PDFs,
- *   databases, executables turned to noise);
+ * - a changed file whose new data does not compress where its previous version did (text, databases,
+ *   executables turned to noise), unless it is still a file of its type (an Office file or a photo may
+ *   compress one day and not the next);
  * - a new file replacing a removed one under an extended or changed name (a.docx → a.docx.locked),
  *   sharing none of its data and being neither a file of its own named type nor of the old one;
  * - new opaque files under an extension their folder never had, where as many files were removed.

@@ -169,11 +169,14 @@ export class MassChangeWatch {
       if (!f.modified) continue;
       const a = analysed.get(f)!;
       const where = path.join(f.dir, f.name);
+      const own = a.header ? signatureMatches(f.name, a.header) : undefined;
       // (a header of zeros is a file being filled in, e.g. a torrent's preallocated download: no evidence)
-      if (a.header && signatureMatches(f.name, a.header) === false && a.header.some((b) => b !== 0)) {
+      if (own === false && a.header!.some((b) => b !== 0)) {
         s.signatureLost++;
         this.example('signature', where, `no longer a .${extensionOf(f.name)} file (its signature is gone)`);
-      } else if (opaque(a) && f.prevRatio <= COMPRESSIBLE) {
+      } else if (own !== true && opaque(a) && f.prevRatio <= COMPRESSIBLE) {
+        // (a file still of its type says its data is that type's: a zip, a PDF or a photo may compress
+        // one day and not the next, e.g. an Office file whose parts were stored and are now deflated)
         s.collapsed++;
         this.example(
           'collapsed',
