@@ -14,6 +14,7 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { forget, prune } from '../../src/main/engine/repo/retention.js';
 import { check } from '../../src/main/engine/check/index.js';
+import { repair } from '../../src/main/engine/repair/index.js';
 import { AppendOnlyError, WrongMaintenancePasswordError } from '../../src/main/engine/errors.js';
 import { runCli } from '../../src/main/cli/program.js';
 import { tempDir, writeTree, randomBytes } from '../helpers/fixtures.js';
@@ -91,6 +92,8 @@ describe('append-only repositories', () => {
     // forget, prune and key changes are refused, and change nothing
     await expect(forget(repo, { keepLast: 1 })).rejects.toBeInstanceOf(AppendOnlyError);
     await expect(prune(repo)).rejects.toBeInstanceOf(AppendOnlyError);
+    await expect(repair(repo)).rejects.toBeInstanceOf(AppendOnlyError); // before it writes anything
+    expect((await repair(repo, { dryRun: true })).clean).toBe(true); // a dry run only reads
     await expect(repo.changePassword('new pw')).rejects.toBeInstanceOf(AppendOnlyError);
     await expect(repo.backend.remove('snapshots', first.snapshotId)).rejects.toBeInstanceOf(AppendOnlyError);
     expect((await forget(repo, { keepLast: 1 }, { dryRun: true })).remove.map((s) => s.id).sort()).toEqual(
@@ -109,6 +112,18 @@ describe('append-only repositories', () => {
     );
     const pr = await prune(repo, { graceMs: 0 });
     expect(pr.packsRemoved).toBeGreaterThan(0);
+    expect((await check(repo, { readData: true })).ok).toBe(true);
+    // and repair may remove what is damaged (a flipped byte in a pack: its blobs are read again from src)
+    const pack = [...after.keys()].find(
+      (f) => f.startsWith('data/') && fss.existsSync(path.join(repoDir, f)),
+    )!;
+    const bytes = await fs.readFile(path.join(repoDir, pack));
+    bytes[bytes.length >> 1] ^= 1;
+    await fs.writeFile(path.join(repoDir, pack), bytes);
+    expect((await check(repo, { readData: true })).ok).toBe(false);
+    const fixed = await repair(repo);
+    expect(fixed.packs.damaged.map((d) => d.pack)).toEqual([path.basename(pack)]);
+    expect(fss.existsSync(path.join(repoDir, pack))).toBe(false);
     expect((await check(repo, { readData: true })).ok).toBe(true);
     await repo.close();
     repo = await Repository.open(new LocalBackend(repoDir), 'pw');
