@@ -73,7 +73,13 @@ export type Retention = z.infer<typeof retentionSchema>;
 export const localDestinationSchema = z.object({
   kind: z.literal('local'),
   path: z.string().trim().min(1, 'choose a destination folder'),
+  /** Append-only repository: backups never delete or overwrite anything; pruning needs a separate
+   *  maintenance password (chosen when the repository is created). */
+  appendOnly: z.boolean().optional(),
 });
+
+/** S3 object lock of a repository's backup objects (chosen when the repository is created). */
+export const objectLockSchema = z.enum(['governance', 'compliance']);
 
 /**
  * An S3-compatible bucket. The secret access key is never part of a destination (nor of a job): it
@@ -105,6 +111,8 @@ export const s3DestinationSchema = z
     accessKeyId: z.string().trim().min(1, 'enter the access key ID'),
     /** Allow plain http to a host that is not this computer (keys and data travel unprotected). */
     allowInsecureHttp: z.boolean().optional(),
+    /** Lock every backup object against deletion for as long as the retention keeps it. */
+    objectLock: objectLockSchema.optional(),
   })
   .refine((d) => !/^http:/i.test(d.endpoint) || d.allowInsecureHttp === true || isLoopbackUrl(d.endpoint), {
     path: ['endpoint'],
@@ -165,6 +173,8 @@ export const jobInputSchema = z.object({
   password: z.string().min(8, 'use a password of at least 8 characters'),
   /** The S3 secret access key, for an S3 destination (stored in the secret store, never in the job). */
   secretAccessKey,
+  /** A new append-only repository's maintenance password (needed to prune; never stored). */
+  maintenancePassword: z.string().min(8, 'use a maintenance password of at least 8 characters').optional(),
 });
 export type JobInput = z.input<typeof jobInputSchema>;
 
@@ -356,8 +366,33 @@ export interface JobSummary extends Job {
   running: boolean;
   /** The last repository check made in this session, if any. */
   lastCheck?: CheckSummary;
+  /** The newest mass-change alarm of this job nobody dismissed (possible ransomware), if any. */
+  alarm?: AlarmInfo;
   /** The job's newest restore test, if any. */
   lastRestoreTest?: RestoreTestSummary;
+}
+
+/**
+ * A backup whose changes looked like mass encryption (ransomware): the snapshot is kept, and it and every
+ * older snapshot of its computer are held from deletion until the user dismisses the alarm.
+ */
+export interface AlarmInfo {
+  jobId: string;
+  jobName: string;
+  snapshotId: string;
+  time: string;
+  host: string;
+  /** Files whose change looked like encryption, and how many raise the alarm. */
+  suspicious: number;
+  threshold: number;
+  /** What changed, in sentences. */
+  reasons: string[];
+  /** Some of the files, with what happened to them. */
+  examples: { path: string; what: string }[];
+  /** Snapshots this alarm holds from deletion (itself and the older ones of its computer). */
+  held: number;
+  /** Set once the user dismissed it. */
+  dismissed?: { at: string; host: string; note?: string };
 }
 
 /** A restore test: a sample of a snapshot restored into a temporary folder and compared with its hashes. */
@@ -425,6 +460,8 @@ export interface SnapshotInfo {
   files: number;
   totalBytes: number;
   newBytes: number;
+  /** This backup raised a mass-change alarm (its changes looked like encryption). */
+  suspect?: boolean;
 }
 
 /** A computer that has written snapshots into a repository. */
@@ -648,6 +685,10 @@ export const argSchemas = {
     .strict(),
   'restore.get': z.object({ id }).strict(),
   'restore.cancel': z.object({ id }).strict(),
+  /** Mass-change alarms of one job or of all jobs (by default only those nobody dismissed). */
+  'alarms.list': z.object({ jobId: id.optional(), includeDismissed: z.boolean().optional() }).strict(),
+  /** The user says the changes were theirs: retention applies to the held snapshots again. */
+  'alarms.dismiss': z.object({ jobId: id, snapshotId: id, note: z.string().max(500).optional() }).strict(),
 } as const;
 
 export type ApiMethod = keyof typeof argSchemas;
@@ -695,6 +736,8 @@ export interface ApiResults {
   'restore.start': RestoreStatus;
   'restore.get': RestoreStatus;
   'restore.cancel': { cancelled: true };
+  'alarms.list': AlarmInfo[];
+  'alarms.dismiss': AlarmInfo;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,6 +751,8 @@ export interface ApiEvents {
   'jobs.changed': { jobId: string | null };
   'restore.progress': RestoreStatus;
   'settings.changed': Settings;
+  /** A backup's changes looked like mass encryption (possible ransomware). */
+  'alarm.raised': AlarmInfo;
   /** A restore test ended (after a backup or on demand), whatever its verdict. */
   'restoreTest.finished': RestoreTestSummary;
   'repair.progress': RepairProgress;

@@ -36,6 +36,8 @@ export const API_METHODS = [
   'restore.start',
   'restore.get',
   'restore.cancel',
+  'alarms.list',
+  'alarms.dismiss',
 ] as const;
 
 export const API_EVENTS = [
@@ -46,6 +48,7 @@ export const API_EVENTS = [
   'settings.changed',
   'restoreTest.finished',
   'repair.progress',
+  'alarm.raised',
 ] as const;
 
 /** Electron IPC channels: one for calls (invoke/handle), one for events (main → window). */

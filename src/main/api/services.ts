@@ -11,6 +11,8 @@ import type {
   RetentionPolicy,
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
+import type { AlarmDismissal } from '../engine/repo/holds.js';
+import type { Immutability, ImmutabilityOptions } from '../engine/repo/immutability.js';
 import type { BackendOptions } from '../engine/backend/open.js';
 import type { RestoreTestOptions, RestoreTestResult } from '../engine/restoretest/index.js';
 import type { RepairOptions, RepairReport } from '../engine/repair/index.js';
@@ -33,6 +35,12 @@ export interface RepoHandle {
   listSnapshots(): Promise<SnapshotEntry[]>;
   loadTree(id: string): Promise<Tree>;
   close(): Promise<void>;
+  /** The repository's protection (S3 object lock, append-only), when it has any. */
+  readonly immutability?: Immutability;
+  /** Dismissals of mass-change alarms (repo/holds.ts); absent: none. */
+  listDismissals?(): Promise<AlarmDismissal[]>;
+  /** Dismisses the alarm of a suspect snapshot; absent: this engine cannot. */
+  dismissAlarm?(snapshot: SnapshotEntry, opts: { note?: string }): Promise<AlarmDismissal>;
 }
 
 /**
@@ -42,7 +50,13 @@ export interface RepoHandle {
 export interface Engine {
   /** True when a repository exists at this location. */
   exists(location: string, options?: BackendOptions): Promise<boolean>;
-  init(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
+  /** Creates a repository; `protect` chooses S3 object lock or append-only (repo/immutability.ts). */
+  init(
+    location: string,
+    password: string,
+    options?: BackendOptions,
+    protect?: ImmutabilityOptions,
+  ): Promise<RepoHandle>;
   open(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
   backup(repo: RepoHandle, opts: BackupOptions): Promise<BackupResult>;
   restore(repo: RepoHandle, opts: RestoreOptions): Promise<RestoreResult>;

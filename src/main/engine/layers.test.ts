@@ -19,7 +19,7 @@ const FLOORS: string[][] = [
   ['crypto/', 'chunk/', 'compress/'],
   ['backend/'],
   ['repo/', 'operations.ts'],
-  ['scan/'],
+  ['scan/', 'alarm/'],
   ['pool/'],
   ['backup/', 'restore/', 'check/', 'repair/', 'snapshot/'],
   ['restoretest/'],

@@ -6,6 +6,7 @@
  * Jobs and the catalog live in the data folder (ctx.dataDir()); repository passwords go to the key
  * file there (a SecretStore), never into the catalog database.
  */
+import { listAlarms } from '../../engine/catalog/alarms.js';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
@@ -332,6 +333,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
           return {
             job: j,
             repository: c.getRepository(j.repositoryId),
+            alarms: listAlarms(c, { repositoryId: j.repositoryId }).filter((a) => a.job === j.key),
             last,
             next: j.enabled ? nextFireTime(j.schedule, Math.max(Date.now(), j.schedCheckedAt ?? 0)) : null,
           };
@@ -347,7 +349,13 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
                     `     snapshot: ${r.job.options.snapshot ?? 'when-possible'}` +
                     `${r.job.options.preCommand ? `; pre: ${r.job.options.preCommand}` : ''}` +
                     `${r.job.options.postCommand ? `; post: ${r.job.options.postCommand}` : ''}\n` +
-                    `     last: ${r.last ? `${r.last.status} ${fmtTime(r.last.startedAt ?? r.last.endedAt)}` : 'never'}; next: ${fmtTime(r.next)}`,
+                    `     last: ${r.last ? `${r.last.status} ${fmtTime(r.last.startedAt ?? r.last.endedAt)}` : 'never'}; next: ${fmtTime(r.next)}` +
+                    r.alarms
+                      .map(
+                        (a) =>
+                          `\n     MASS-CHANGE ALARM: snapshot ${a.snapId.slice(0, 8)} of ${fmtTime(a.time)}: ${a.verdict.reasons[0] ?? ''} (tidemark alarm dismiss ${a.snapId.slice(0, 8)} -r …)`,
+                      )
+                      .join(''),
                 )
               : 'no jobs yet: tidemark job add NAME FOLDER… --to REPOSITORY',
           () =>
@@ -355,6 +363,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
               ...r.job,
               repository: r.repository,
               lastRun: r.last ?? null,
+              alarms: r.alarms,
               nextRun: r.next,
             })),
         );

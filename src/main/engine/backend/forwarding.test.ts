@@ -16,6 +16,7 @@ import { RetryBackend } from './retry/index.js';
 import { ThrottleBackend } from './throttle/index.js';
 import { RequestLogBackend, type RequestRecord } from './requestlog/index.js';
 import { FaultyBackend } from './faulty/index.js';
+import { AppendOnlyBackend } from './appendonly/index.js';
 import { openBackend } from './open.js';
 import type { Backend, ObjectType } from './types.js';
 
@@ -89,6 +90,8 @@ describe('storage wrappers on the forwarding base', () => {
     expect(offers(new RetryBackend(store))).toEqual({ saveParts: false, localFile: false });
     expect(offers(new ThrottleBackend(store))).toEqual({ saveParts: false, localFile: false });
     expect(offers(new FaultyBackend(store))).toEqual({ saveParts: false, localFile: false });
+    // append-only checks writes in both its saves, and reads pass
+    expect(offers(new AppendOnlyBackend(store))).toEqual({ saveParts: true, localFile: true });
     const logged = new RequestLogBackend(store, (r) => records.push(r));
     expect(offers(logged)).toEqual({ saveParts: true, localFile: false });
     await logged.saveParts!('data', 'p2', [Buffer.from('x'), Buffer.from('yz')]);

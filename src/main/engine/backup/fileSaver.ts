@@ -92,6 +92,8 @@ export class FileSaver {
         node.size = r.size;
       }
       if (!node.blockIds && node.blockBase === undefined) node.content = r.content;
+      const read = run.view.read(abs);
+      run.watch?.read(show(abs), node, prev, read === abs ? undefined : show(read));
       return node;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;

@@ -38,6 +38,7 @@ import { findParent, normalizeSources, saveSources } from './sources.js';
 import { TreeSaver } from './treeSaver.js';
 import { Walker } from './walk.js';
 import { hiddenPatterns, withSourceViews } from './sourceView.js';
+import { MassChangeWatch, describeVerdict, massChangeVerdict } from '../alarm/index.js';
 
 export { findParent, normalizeSources } from './sources.js';
 export type { ScanCounters } from './run.js';
@@ -93,6 +94,16 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
+    // the mass-change alarm learns what changed from the walk (engine/alarm; nothing to compare without a parent)
+    const watch = (run.watch = parent
+      ? new MassChangeWatch({
+          index: { get: (id) => repo.index.get(id) },
+          compressionLevel: opts.compressionLevel ?? cfg.compressionLevel,
+          filesBefore: parent.stats.files,
+          parentTime: parent.time,
+          journalDirtyDirs: hint ? opts.changeHint!.dirtyDirs.size : undefined,
+        })
+      : undefined);
     // Block tracking's ranges may still be on their way (see ChangeHint.changedRanges): awaited when a
     // large file is read and before the snapshot is written. Without them a changed file is read whole.
     const rangesReady = rangesArriving.then((r) => {
@@ -164,6 +175,10 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
       scanMode,
     };
     await repo.flush();
+    if (watch) {
+      snapshot.massChange = await massChangeVerdict(watch, parent!);
+      log(describeVerdict(snapshot.massChange));
+    }
     lock.assertHeld('the backup');
     snapshot.stats.storedBytes = repo.stats.storedBytes - run.statsAtStart.storedBytes;
     snapshot.stats.durationMs = Date.now() - run.started;
@@ -176,6 +191,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
       snapshot: { ...snapshot, id: snapshotId },
       skipped,
       status: skipped.length ? 'completed-with-warnings' : 'completed',
+      ...(snapshot.massChange ? { massChange: snapshot.massChange } : {}),
       counters,
     };
   } catch (err) {

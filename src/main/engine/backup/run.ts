@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Repository } from '../repo/repository.js';
 import type { DirSummary, SkippedEntry, TreeNode } from '../repo/types.js';
 import { newBackupProgress, type BackupOptions, type BackupProgress } from '../operations.js';
+import type { MassChangeWatch } from '../alarm/index.js';
 import { sourceViewMap, type SourceViewMap } from './sourceView.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
@@ -36,6 +37,9 @@ export class BackupRun {
   readonly statsAtStart: Repository['stats'];
   /** Recorded path → where it is read (a filesystem snapshot; ./sourceView.ts). */
   readonly view: SourceViewMap;
+  /** The mass-change alarm, learning what changed from the walk (engine/alarm): set once the parent
+   *  snapshot is known (none without one: nothing to compare with). */
+  watch: MassChangeWatch | undefined;
 
   constructor(
     readonly repo: Repository,

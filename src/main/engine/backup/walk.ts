@@ -185,6 +185,7 @@ export class Walker {
     const prevTree = prevTreeId ? await this.repo.loadTree(prevTreeId, { joinLists: false }) : undefined;
     const prevNodes = byName(prevTree);
     const pendingNodes: Promise<TreeNode | undefined>[] = [];
+    let matched = 0; // previous entries still here (fewer: some were removed)
     for (let i = 0; i < names.length; i++) {
       throwIfAborted(run.signal);
       if (!kept[i]) continue;
@@ -196,6 +197,7 @@ export class Walker {
         continue;
       }
       const prev = prevNodes.get(names[i].toString('latin1'));
+      if (prev) matched++;
       const p = this.saveEntry(childAbs, names[i], st, prev, mode);
       if (st.type === 'dir') {
         // A few folders are walked at once (so small files from several of them keep both workers
@@ -208,6 +210,9 @@ export class Walker {
       }
       pendingNodes.push(p);
     }
+    // the mass-change alarm pairs new files with removed ones (only folders that lost entries)
+    if (run.watch && prevTree && matched < prevTree.nodes.length)
+      run.watch.listed(show(abs), names.map(show), prevTree.nodes);
     const nodes = (await Promise.all(pendingNodes)).filter((n): n is TreeNode => !!n);
     return this.trees.saveOrKeep(nodes, prevTree, prevTreeId);
   }

@@ -198,6 +198,22 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
       CREATE INDEX restore_tests_by_job ON restore_tests(job_id, id);
     `);
   },
+  // 7: mass-change alarms (catalog/alarms.ts): suspect snapshots by repository, and their dismissals
+  // (a cache of the repository's alarms/ objects, like the snapshots table of its snapshots).
+  (db) => {
+    db.exec(`
+      CREATE TABLE alarms (
+        repository_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+        snap_id TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        job TEXT,
+        verdict TEXT NOT NULL,                   -- JSON MassChangeVerdict
+        dismissed_at INTEGER,                    -- ms since epoch; NULL while the alarm holds
+        dismissal TEXT,                          -- JSON AlarmDismissal
+        PRIMARY KEY (repository_id, snap_id)
+      ) WITHOUT ROWID;`);
+  },
 ];
 
 export interface OpenOptions {

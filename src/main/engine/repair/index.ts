@@ -138,6 +138,9 @@ export async function repair(repo: Repository, opts: RepairOptions = {}): Promis
   const log = opts.log ?? (() => {});
   const progress = (phase: RepairPhase, done: number, total: number) =>
     opts.progress?.({ phase, done, total });
+  // an append-only repository still locked would refuse the removals at the end, after the new packs,
+  // index and snapshots were written: refuse before anything is written instead
+  if (save) repo.assertMayDelete('repair (it removes damaged packs, index files and snapshots)');
   const lock = await repo.lock(true, 'repair', opts.leaseMs, opts.lockWaitMs);
   try {
     // ---- what the index says, and what the packs hold ----------------------------------------------

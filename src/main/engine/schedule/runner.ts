@@ -42,6 +42,15 @@ import { HookFailedError, runHook, DEFAULT_HOOK_TIMEOUT_SEC } from './hooks.js';
 import type { RestoreTestOptions, RestoreTestResult } from '../restoretest/index.js';
 import { allBlockFilesDue, restoreTestPlan, runRestoreTest } from './restoreTests.js';
 import type { RestoreTestRecord } from '../catalog/types.js';
+import type { MassChangeVerdict } from '../repo/types.js';
+
+/** An append-only repository refused to delete (without its maintenance password, which is never stored). */
+const appendOnly = (err: unknown) => (err as { code?: string })?.code === 'APPEND_ONLY';
+
+/** The run problem a suspect backup adds (the run ends with warnings; the app shows the alarm). */
+function alarmProblem(v: MassChangeVerdict): string {
+  return `mass-change alarm: ${v.reasons.join('; ')}. The snapshot is kept, and older ones are held until the alarm is dismissed`;
+}
 
 /** An open repository as the runner needs it. */
 export interface EngineRepo extends SnapshotSource {
@@ -355,6 +364,8 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       for (const s of result.skipped) {
         problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
       }
+      if (result.massChange?.suspect)
+        problems.push({ severity: 'warning', message: alarmProblem(result.massChange), code: 'MASS_CHANGE' });
       catalog.updateRun(runId, { snapshotId: result.snapshotId });
       log(`snapshot ${result.snapshotId.slice(0, 12)} saved (${result.skipped.length} entries skipped)`);
 
@@ -364,10 +375,19 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         try {
           const d = await this.engine.forget(repo, job.retention, { dryRun: false, job: job.key, signal });
           retentionSummary = { kept: d.keep.length, removed: d.remove.map((s) => s.id) };
-          log(`retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)`);
+          const held = d.keep.filter((k) =>
+            k.reasons.some((r) => r.startsWith('held by the mass-change')),
+          ).length;
+          log(
+            `retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)${held ? ` (${held} held by a mass-change alarm)` : ''}`,
+          );
         } catch (err) {
           if (signal.aborted) throw err;
-          problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
+          if (appendOnly(err))
+            log(
+              'retention: not applied: the repository is append-only (prune it with its maintenance password)',
+            );
+          else problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
         }
       }
       this.events.emit('run-phase', { jobId: job.id, runId, phase: 'indexing' });
@@ -423,7 +443,9 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           );
         } catch (err) {
           if (signal.aborted) throw err;
-          problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
+          if (appendOnly(err))
+            log('prune: not run: the repository is append-only (prune it with its maintenance password)');
+          else problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
         }
       }
       if (job.options.verifyAfterBackup && this.engine.check) {

@@ -5,6 +5,7 @@ import { useRuns } from '../stores/runs';
 import { useApp } from '../stores/app';
 import { Badge, Empty, ProgressBar } from '../components/ui';
 import { Icon } from '../components/Icon';
+import { AlarmBanner } from '../components/AlarmBanner';
 import { bytes, duration, when } from '../format';
 import type { JobSummary } from '../api';
 import { describeDestination } from '../../../shared/destination';
@@ -46,6 +47,10 @@ function JobCard({ job }: { job: JobSummary }) {
           <p className="muted small path-line" title={describeDestination(job.destination)}>
             <Icon name="drive" size={14} /> {job.destination.kind === 's3' ? 'S3 ' : ''}
             {describeDestination(job.destination)}
+            {job.destination.kind === 'local' && job.destination.appendOnly ? ' · append-only' : ''}
+            {job.destination.kind === 's3' && job.destination.objectLock
+              ? ` · object lock (${job.destination.objectLock})`
+              : ''}
           </p>
         </div>
         {live ? (
@@ -181,6 +186,7 @@ export function Dashboard() {
           <Icon name="plus" size={16} /> New backup job
         </button>
       </header>
+      <AlarmBanner jobs={jobs} />
       <div className="stats">
         <div className="stat card">
           <span className="stat-label">Jobs</span>
