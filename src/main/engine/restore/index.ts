@@ -868,7 +868,7 @@ const wholeUse = (u: Use) => u.offset === 0 && u.file.single && !u.file.failed &
  *  alternating: three loops in queue order 3.14-3.71 s (mean 3.44), four with at most one or two on bulk
  *  packs while others wait 2.85-3.40 (3.19 either way); five loops in queue order were no faster than
  *  three. */
-const RESTORE_LOOPS = 4;
+export const RESTORE_LOOPS = 4;
 const BULK_LOOPS = 2;
 
 /** Wakes everyone waiting, whenever something they may wait for changed. */
