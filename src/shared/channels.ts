@@ -33,6 +33,10 @@ export const API_METHODS = [
   'restore.start',
   'restore.get',
   'restore.cancel',
+  'speedtests.start',
+  'speedtests.get',
+  'speedtests.cancel',
+  'speedtests.history',
 ] as const;
 
 export const API_EVENTS = [
@@ -41,6 +45,7 @@ export const API_EVENTS = [
   'jobs.changed',
   'restore.progress',
   'settings.changed',
+  'speedtest.progress',
 ] as const;
 
 /** Electron IPC channels: one for calls (invoke/handle), one for events (main → window). */

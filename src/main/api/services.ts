@@ -13,6 +13,7 @@ import type {
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
 import type { BackendOptions } from '../engine/backend/open.js';
 import type { AppInfo } from '../../shared/api.js';
+import type { RunSpeedTest, SpeedTestStore } from './speedtests.js';
 import type {
   BrowseEntry,
   FileVersion,
@@ -146,4 +147,8 @@ export interface ApiServices {
   };
   /** The change tracking in effect, when a tracker runs. */
   tracking?: () => NonNullable<AppInfo['tracking']>;
+  /** Where finished speed tests are kept (default: in memory). */
+  speedTests?: SpeedTestStore;
+  /** The engine's speed test (default: engine/speedtest's runSpeedTest). */
+  runSpeedTest?: RunSpeedTest;
 }

@@ -18,6 +18,7 @@ import { Scheduler } from '../engine/schedule/scheduler.js';
 import { createJobEngine } from '../engine/schedule/engine.js';
 import { createRunEvents } from '../engine/schedule/events.js';
 import { CatalogJobs, CatalogRunner } from './catalog-adapter.js';
+import { CatalogSpeedTests } from './speedtests.js';
 
 /** `$TIDEMARK_HOME`, or `~/.tidemark`: holds the state and the default local repository. */
 export function defaultDataDir(): string {
@@ -121,6 +122,7 @@ export function createApi(opts: WiringOptions): Wired {
     runner: (emit) => new CatalogRunner(catalog, jobs, scheduler, emit),
     info,
     tracking: () => tracker.status(),
+    speedTests: new CatalogSpeedTests(catalog.db),
   };
   return {
     api: new TidemarkApi(services),

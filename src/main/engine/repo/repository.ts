@@ -346,7 +346,8 @@ export class Repository {
       releasePack();
       held?.forEach((ab) => this.releaseBuffer(ab));
     };
-    while (this.uploads.size >= (this.backend.writeConcurrency ?? DEFAULT_PACK_WRITES)) await Promise.race(this.uploads);
+    while (this.uploads.size >= (this.backend.writeConcurrency ?? DEFAULT_PACK_WRITES))
+      await Promise.race(this.uploads);
     if (this.uploadError) {
       release();
       throw this.uploadError;

@@ -353,7 +353,8 @@ export async function runFolderSpeedTest(
       });
       // the rest since the last sample (a short pattern has only this one)
       const endMs = final.elapsedNs / 1e6;
-      if (final.errno === undefined && endMs - lastSample >= 50)
+      const moved = final.bytesRead + final.bytesWritten - sampleBytes;
+      if (final.errno === undefined && endMs - lastSample >= 50 && moved > 0)
         emit({
           phase: 'testing',
           pattern: id,

@@ -20,6 +20,7 @@ import { FolderInput } from '../components/DirBrowser';
 import { Field } from '../components/ui';
 import { Icon } from '../components/Icon';
 import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
+import { SpeedTestPanel } from '../components/SpeedTest';
 import type { Destination, DestinationTestResult } from '../api';
 import { describeDestination } from '../../../shared/destination';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
@@ -537,6 +538,12 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               stale={!!test && test.key !== destKey}
               onTest={() => void runTest()}
               error={testError}
+            />
+            <SpeedTestPanel
+              destination={input.destination}
+              secretAccessKey={input.secretAccessKey}
+              jobId={editing && (input.destination.kind === 'local' || secretKept) ? jobId : undefined}
+              sources={form.sources}
             />
             {form.destKind === 's3' ? (
               <>
