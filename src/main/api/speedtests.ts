@@ -94,7 +94,7 @@ const MiB = 1024 * 1024;
 const EMIT_MS = 250;
 
 /** The engine's options from the API's settings. */
-function engineOptions(s: SpeedTestSettings, kind: Destination['kind']): SpeedTestOptions {
+export function engineOptions(s: SpeedTestSettings, kind: Destination['kind']): SpeedTestOptions {
   return {
     patterns: s.patterns?.filter((p) =>
       kind === 'local'
@@ -111,7 +111,10 @@ function engineOptions(s: SpeedTestSettings, kind: Destination['kind']): SpeedTe
 }
 
 /** The settings a test ran with, defaults filled in (what the history shows). */
-function effectiveSettings(s: SpeedTestSettings, kind: Destination['kind']): SpeedTestRecord['settings'] {
+export function effectiveSettings(
+  s: SpeedTestSettings,
+  kind: Destination['kind'],
+): SpeedTestRecord['settings'] {
   const disk = [
     'active-full',
     'synthetic-full',
@@ -138,12 +141,12 @@ function effectiveSettings(s: SpeedTestSettings, kind: Destination['kind']): Spe
     : { ...base, inFlight: s.inFlight ?? [...DEFAULTS.inFlight] };
 }
 
-function wireResult(r: PatternResult): SpeedTestPatternResult {
+export function wireResult(r: PatternResult): SpeedTestPatternResult {
   const { trace: _t, misaligned: _m, maxInFlight: _x, ...rest } = r;
   return rest;
 }
 
-function wireEstimate(e: SpeedEstimate): SpeedTestEstimate {
+export function wireEstimate(e: SpeedEstimate): SpeedTestEstimate {
   const rate = (r: SpeedEstimate['lastFull']) =>
     r ? { ...r, endedAt: new Date(r.endedAt).toISOString() } : null;
   return { ...e, lastFull: rate(e.lastFull), lastRun: rate(e.lastRun) };
@@ -164,7 +167,7 @@ function runFigures(runs: RunSummary[]): RunFigures[] {
 }
 
 /** What the history keeps of a test: everything but its live fields. */
-function recordOf(s: SpeedTestStatus): Omit<SpeedTestRecord, 'id'> {
+export function recordOf(s: SpeedTestStatus): Omit<SpeedTestRecord, 'id'> {
   return {
     ...(s.jobId ? { jobId: s.jobId } : {}),
     location: s.location,
