@@ -11,10 +11,17 @@
  * O_DIRECT, or with --engine threads: psync with threads × depth jobs), for the same time. Nothing is
  * asserted: figures on a shared machine are figures. The folder should be on the disk to measure (the
  * default, /var/tmp, is on this machine's virtio disk); the test file is removed at the end.
+ *
+ * `npm run bench:speed -- --s3 [--endpoint URL --bucket B] [--duration S]`: the S3 patterns instead (PUT
+ * and GET of pack-sized objects, small ranged GETs, at 1, 4 and 8 in flight), by default against the
+ * loopback Ceph radosgw of scripts/radosgw.sh (acquire/release); fio has no S3 engine to compare with.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { S3Backend } from '../src/main/engine/backend/s3/index.js';
+import { runS3SpeedTest } from '../src/main/engine/speedtest/s3.js';
 import { layOutTestFile, patternParams, patternResult } from '../src/main/engine/speedtest/folder.js';
 import { startIoRun, type IoParams } from '../src/main/engine/speedtest/ioRun.js';
 import { DISK_PATTERNS, parseSize, type DiskPattern } from '../src/main/engine/speedtest/patterns.js';
@@ -44,11 +51,23 @@ interface Figures {
 }
 
 async function tidemark(p: DiskPattern, file: string, seed: number): Promise<Figures & { engine: string }> {
-  const params = patternParams(file, fileSize, p, { blockSize, threads, queueDepth, durationMs }, { engine, seed });
+  const params = patternParams(
+    file,
+    fileSize,
+    p,
+    { blockSize, threads, queueDepth, durationMs },
+    { engine, seed },
+  );
   const final = await startIoRun(params).done;
   if (final.errno !== undefined) throw new Error(`Tidemark's ${p.id} failed: errno ${final.errno}`);
   const r = patternResult(p, params, final, false);
-  return { mibps: r.mibps, iops: r.iops, p50us: r.latencyUs.p50, p99us: r.latencyUs.p99, engine: final.engine! };
+  return {
+    mibps: r.mibps,
+    iops: r.iops,
+    p50us: r.latencyUs.p50,
+    p99us: r.latencyUs.p99,
+    engine: final.engine!,
+  };
 }
 
 function fioArgs(p: DiskPattern, params: IoParams, file: string): string[] {
@@ -81,6 +100,8 @@ function fioArgs(p: DiskPattern, params: IoParams, file: string): string[] {
       : threadsEngine
         ? [`--size=${fileSize}`]
         : [`--size=${region}`, `--offset_increment=${region}`]),
+    // a write's buffer is random bytes set once, as Tidemark's are (fio would rework it before each write)
+    '--scramble_buffers=0',
     '--time_based',
     `--runtime=${durationMs / 1000}`,
     '--group_reporting',
@@ -123,11 +144,15 @@ async function main(): Promise<void> {
   );
   try {
     const laid = await layOutTestFile(file, fileSize);
-    console.log(`laid out in ${(laid.elapsedNs / 1e9).toFixed(1)} s (direct I/O: ${laid.direct}, engine ${laid.engine})`);
+    console.log(
+      `laid out in ${(laid.elapsedNs / 1e9).toFixed(1)} s (direct I/O: ${laid.direct}, engine ${laid.engine})`,
+    );
     const all = new Map<string, { tm: Figures[]; fio: Figures[] }>();
     for (let round = 0; round < rounds; round++) {
       console.log(`\nround ${round + 1}${round % 2 ? ' (fio first)' : ' (Tidemark first)'}`);
-      console.log('pattern               block  thr×qd  Tidemark MiB/s   fio MiB/s  ratio   Tidemark IOPS  fio IOPS  ratio  p50 µs tm/fio   p99 µs tm/fio');
+      console.log(
+        'pattern               block  thr×qd  Tidemark MiB/s   fio MiB/s  ratio   Tidemark IOPS  fio IOPS  ratio  p50 µs tm/fio   p99 µs tm/fio',
+      );
       for (const p of patterns) {
         let tm: Figures & { engine?: string };
         let fo: Figures;
@@ -151,8 +176,12 @@ async function main(): Promise<void> {
         );
       }
     }
-    console.log(`\nmedians over ${rounds} round(s) (ratio = Tidemark / fio; spread = lowest–highest round ratio)`);
-    console.log('pattern               Tidemark MiB/s   fio MiB/s  ratio  spread        Tidemark IOPS  fio IOPS  ratio');
+    console.log(
+      `\nmedians over ${rounds} round(s) (ratio = Tidemark / fio; spread = lowest–highest round ratio)`,
+    );
+    console.log(
+      'pattern               Tidemark MiB/s   fio MiB/s  ratio  spread        Tidemark IOPS  fio IOPS  ratio',
+    );
     for (const p of patterns) {
       const e = all.get(p.id)!;
       const tmM = median(e.tm.map((x) => x.mibps));
@@ -170,4 +199,61 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+/** The S3 patterns against radosgw (or --endpoint with AWS_* keys), printed as a table. */
+async function s3Bench(): Promise<void> {
+  const root = path.resolve(import.meta.dirname, '..');
+  const script = path.join(root, 'scripts/radosgw.sh');
+  let endpoint = opt('endpoint');
+  let accessKeyId = process.env.AWS_ACCESS_KEY_ID ?? '';
+  let secretAccessKey = process.env.AWS_SECRET_ACCESS_KEY ?? '';
+  const usingRadosgw = !endpoint;
+  if (usingRadosgw) {
+    console.log('using the local radosgw (scripts/radosgw.sh acquire)…');
+    const r = spawnSync('bash', [script, 'acquire', String(process.pid)], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    if (r.status !== 0)
+      throw new Error('radosgw did not start; give --endpoint and AWS_* keys for another store');
+    const env = Object.fromEntries(
+      fs
+        .readFileSync('/tmp/tidemark-radosgw/env', 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('='))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    [endpoint, accessKeyId, secretAccessKey] = [
+      env.TIDEMARK_RGW_ENDPOINT,
+      env.TIDEMARK_RGW_ACCESS_KEY,
+      env.TIDEMARK_RGW_SECRET_KEY,
+    ];
+  }
+  const bucket = opt('bucket', 'tidemark-bench')!;
+  try {
+    const b = new S3Backend({ endpoint, bucket, prefix: '', accessKeyId, secretAccessKey });
+    await b.sdk.send(new CreateBucketCommand({ Bucket: bucket })).catch(() => {});
+    await b.close();
+    const res = await runS3SpeedTest(
+      `s3:${endpoint}/${bucket}/speed-${process.pid}`,
+      { accessKeyId, secretAccessKey },
+      {
+        durationMs,
+      },
+    );
+    console.log(
+      `bench:speed --s3: ${endpoint}/${bucket}, ${durationMs / 1000} s per pattern and in-flight count`,
+    );
+    console.log('pattern      in flight     MiB/s   requests/s   p50 ms   p95 ms   p99 ms');
+    const ms = (us: number | null) => (us === null ? '-' : (us / 1000).toFixed(1));
+    for (const r of res.results)
+      console.log(
+        `${r.pattern.padEnd(12)} ${String(r.depth).padStart(9)} ${f1(r.mibps).padStart(9)} ${f1(r.iops).padStart(12)}` +
+          ` ${ms(r.latencyUs.p50).padStart(8)} ${ms(r.latencyUs.p95).padStart(8)} ${ms(r.latencyUs.p99).padStart(8)}`,
+      );
+    for (const n of res.notes) console.log(`note: ${n}`);
+  } finally {
+    if (usingRadosgw) spawnSync('bash', [script, 'release', String(process.pid)], { stdio: 'ignore' });
+  }
+}
+
+if (args.includes('--s3')) await s3Bench();
+else await main();

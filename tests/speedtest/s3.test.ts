@@ -2,13 +2,19 @@
 // ranged GETs at each in-flight count, with the requests and bytes they made counted; the probe objects
 // live under the destination's .tidemark-speedtest/ folder and are gone afterwards — after a cancel too —
 // while the repository in the same prefix and another computer's live test stay untouched, and what an
-// interrupted test left is removed by the next one. Wrong keys are a named error.
+// interrupted test left is removed by the next one. A missing bucket and (on radosgw, which checks
+// signatures) a wrong secret key are named errors.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateBucketCommand, ListObjectsCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  ListObjectsCommand,
+  PutObjectCommand,
+} from '@aws-sdk/client-s3';
 import { runS3SpeedTest, speedTestProbeRoot } from '../../src/main/engine/speedtest/s3.js';
 import { probeName } from '../../src/main/engine/speedtest/probes.js';
 import { initRepository } from '../../src/main/engine/repo/repository.js';
-import { s3Backend, startS3rver, type S3Server } from '../s3/servers.js';
+import { s3Backend, startS3rver, useRadosgw, type S3Server } from '../s3/servers.js';
 import type { SpeedTestProgress } from '../../src/main/engine/speedtest/types.js';
 
 const MiB = 1024 * 1024;
@@ -134,3 +140,29 @@ describe('the S3 speed test', () => {
     expect(await objects()).toEqual(before);
   });
 });
+
+const rgw = await useRadosgw();
+describe.skipIf(typeof rgw === 'string')(
+  `the S3 speed test on radosgw${typeof rgw === 'string' ? ` (skipped: ${rgw})` : ''}`,
+  () => {
+    it('a wrong secret key is S3WrongKeysError, before anything is written', async () => {
+      const s = rgw as S3Server;
+      const b = s3Backend(s, `speedtest-${process.pid}`, { prefix: '' });
+      await b.sdk.send(new CreateBucketCommand({ Bucket: b.bucket })).catch(() => {});
+      try {
+        await expect(
+          runS3SpeedTest(
+            `s3:${s.endpoint}/${b.bucket}/x`,
+            { accessKeyId: s.accessKeyId, secretAccessKey: 'not-the-secret' },
+            { durationMs: 200 },
+          ),
+        ).rejects.toMatchObject({ name: 'S3WrongKeysError', code: 'S3_WRONG_KEYS' });
+        const left = await b.sdk.send(new ListObjectsCommand({ Bucket: b.bucket }));
+        expect(left.Contents ?? []).toEqual([]);
+      } finally {
+        await b.sdk.send(new DeleteBucketCommand({ Bucket: b.bucket })).catch(() => {});
+        await b.close();
+      }
+    });
+  },
+);

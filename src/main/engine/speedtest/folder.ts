@@ -239,6 +239,17 @@ export async function runFolderSpeedTest(
   emit({ phase: 'checking' });
 
   const dir = await testFolder(folder, notes);
+  // first what interrupted tests left: their files take the space this one needs
+  let staleRemoved = 0;
+  for (const name of await fs.readdir(dir).catch(() => [] as string[])) {
+    const probe = probeOfFile(name);
+    if (probe && isStale(probe)) {
+      await fs.rm(path.join(dir, name), { force: true });
+      staleRemoved++;
+    }
+  }
+  if (staleRemoved) notes.push(`removed ${staleRemoved} test file(s) an interrupted test had left`);
+
   const { free, total } = await (opts.freeSpace ?? statfsFree)(dir).catch((err: NodeJS.ErrnoException) => {
     throw ioError(Math.abs(err.errno ?? 5), 'open', dir);
   });
@@ -249,16 +260,6 @@ export async function runFolderSpeedTest(
     throw new DestinationFullError(
       `not enough free space in ${dir}: ${fmt(free)} free, and the speed test needs ${fmt(r.fileSize)} for its test file and ${fmt(margin)} to spare (choose a smaller test file or free some space)`,
     );
-
-  let staleRemoved = 0;
-  for (const name of await fs.readdir(dir).catch(() => [] as string[])) {
-    const probe = probeOfFile(name);
-    if (probe && isStale(probe)) {
-      await fs.rm(path.join(dir, name), { force: true });
-      staleRemoved++;
-    }
-  }
-  if (staleRemoved) notes.push(`removed ${staleRemoved} test file(s) an interrupted test had left`);
 
   // the latest this test may still be running (other computers judge its file stale after that)
   const deadline = Date.now() + count * r.durationMs + r.fileSize / (MiB / 1000) + 3_600_000;

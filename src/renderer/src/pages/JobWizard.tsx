@@ -542,7 +542,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
             <SpeedTestPanel
               destination={input.destination}
               secretAccessKey={input.secretAccessKey}
-              jobId={editing && (input.destination.kind === 'local' || secretKept) ? jobId : undefined}
+              jobId={editing ? jobId : undefined}
               sources={form.sources}
             />
             {form.destKind === 's3' ? (
