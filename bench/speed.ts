@@ -177,10 +177,11 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `\nmedians over ${rounds} round(s) (ratio = Tidemark / fio; spread = lowest–highest round ratio)`,
+      `\nmedians over ${rounds} round(s) (ratio = Tidemark / fio; pairs: the median of the rounds' ratios, each ` +
+        'of two runs back to back; spread: the lowest and highest round ratio)',
     );
     console.log(
-      'pattern               Tidemark MiB/s   fio MiB/s  ratio  spread        Tidemark IOPS  fio IOPS  ratio',
+      'pattern               Tidemark MiB/s   fio MiB/s  ratio   pairs  spread        Tidemark IOPS  fio IOPS  ratio',
     );
     for (const p of patterns) {
       const e = all.get(p.id)!;
@@ -190,7 +191,7 @@ async function main(): Promise<void> {
       const foI = median(e.fio.map((x) => x.iops));
       const ratios = e.tm.map((x, i) => x.mibps / e.fio[i].mibps);
       console.log(
-        `${p.id.padEnd(21)} ${f1(tmM).padStart(14)} ${f1(foM).padStart(11)} ${(tmM / foM).toFixed(3).padStart(6)}  ` +
+        `${p.id.padEnd(21)} ${f1(tmM).padStart(14)} ${f1(foM).padStart(11)} ${(tmM / foM).toFixed(3).padStart(6)} ${median(ratios).toFixed(3).padStart(7)}  ` +
           `${`${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}`.padEnd(12)}  ${f1(tmI).padStart(14)} ${f1(foI).padStart(9)} ${(tmI / foI).toFixed(3).padStart(6)}`,
       );
     }

@@ -346,7 +346,11 @@ export function SpeedTestPanel({
       .catch(() => setHistory([]));
     // destKey stands for the destination's value (a new object every render)
   }, [destKey]);
-  useEffect(() => loadHistory(), [loadHistory]);
+  useEffect(() => {
+    // while a destination is being typed, ask once it rests
+    const t = setTimeout(loadHistory, 300);
+    return () => clearTimeout(t);
+  }, [loadHistory]);
 
   useEffect(
     () =>
