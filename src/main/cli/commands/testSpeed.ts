@@ -97,7 +97,7 @@ function verdict(e: SpeedEstimate, what: string): string[] {
   if (e.sourceBytes === null) return out;
   const size = `${e.sourceComplete ? '' : 'at least '}${fmtBytes(e.sourceBytes)}${e.storedRatio !== null ? `, ${fmtBytes(e.storedBytes!)} stored` : ''}`;
   const at = (t: NonNullable<SpeedEstimate['backup']>) =>
-    `about ${fmtMs(t.ms)} at ${t.mibps.toFixed(1)} MiB/s (${t.basis}${t.basis.includes('-put') || t.basis.includes('-get') ? ` ×${t.inFlight}` : ''})`;
+    `${t.ms < 1000 ? 'under a second' : `about ${fmtMs(t.ms)}`} at ${t.mibps.toFixed(1)} MiB/s (${t.basis}${t.basis.includes('-put') || t.basis.includes('-get') ? ` ×${t.inFlight}` : ''})`;
   out.push(`next full backup of ${what} (${size}): ${e.backup ? at(e.backup) : 'no write pattern measured'}`);
   out.push(`full restore from this destination: ${e.restore ? at(e.restore) : 'no read pattern measured'}`);
   const run = (label: string, r: SpeedEstimate['lastFull']) =>

@@ -69,6 +69,8 @@ const PHASE: Record<SpeedTestStatus['phase'], string> = {
   done: 'Done',
 };
 
+/** A time a user waits: "about 3m 20s", or under a second. */
+const about = (ms: number) => (ms < 1000 ? 'under a second' : `about ${duration(ms)}`);
 const ms = (us: number | null) => (us === null ? '—' : (us / 1000).toFixed(us < 1000 ? 2 : 1));
 const mib = (n: number) => (n >= 100 ? n.toFixed(0) : n.toFixed(1));
 /** The name of a result in tables and charts (S3: with its in-flight count). */
@@ -83,11 +85,9 @@ const colorOf = (p: SpeedTestPatternId) => {
 
 function LiveChart({ samples, s3 }: { samples: SpeedTestSample[]; s3: boolean }) {
   const patterns = [...new Set(samples.map((x) => x.pattern))];
-  const data = samples.map((x) => ({
-    t: +(x.t / 1000).toFixed(1),
-    [SHORT[x.pattern]]: x.mibps,
-    iops: x.iops,
-  }));
+  // every row names every series (null: a gap), so a line ends where its pattern ended
+  const none = Object.fromEntries(patterns.map((p) => [SHORT[p], null]));
+  const data = samples.map((x) => ({ ...none, t: +(x.t / 1000).toFixed(2), [SHORT[x.pattern]]: x.mibps }));
   const axis = { stroke: 'var(--muted)', fontSize: 11, tickLine: false };
   return (
     <figure
@@ -193,15 +193,11 @@ function Verdict({ e, hasJob, s3 }: { e: SpeedTestEstimate; hasJob: boolean; s3:
         <ul className="plain">
           <li data-estimate="backup">
             <strong>Next full backup</strong> ({size}):{' '}
-            {e.backup
-              ? `about ${duration(e.backup.ms)} at ${basis(e.backup)}`
-              : 'no write pattern was measured'}
+            {e.backup ? `${about(e.backup.ms)} at ${basis(e.backup)}` : 'no write pattern was measured'}
           </li>
           <li data-estimate="restore">
             <strong>Full restore</strong> from here:{' '}
-            {e.restore
-              ? `about ${duration(e.restore.ms)} at ${basis(e.restore)}`
-              : 'no read pattern was measured'}
+            {e.restore ? `${about(e.restore.ms)} at ${basis(e.restore)}` : 'no read pattern was measured'}
           </li>
         </ul>
       )}
@@ -238,7 +234,7 @@ function History({ records, s3 }: { records: SpeedTestRecord[]; s3: boolean }) {
   const axis = { stroke: 'var(--muted)', fontSize: 11, tickLine: false };
   return (
     <section className="speed-history" aria-label="Speed test history">
-      <h4>Earlier tests of this destination</h4>
+      <h4>Earlier tests of this destination (MiB/s)</h4>
       {records.length === 0 ? (
         <p className="muted small">None yet.</p>
       ) : (
@@ -274,7 +270,7 @@ function History({ records, s3 }: { records: SpeedTestRecord[]; s3: boolean }) {
                   <th>When</th>
                   <th>Result</th>
                   {names.map((n) => (
-                    <th key={n}>{n} MiB/s</th>
+                    <th key={n}>{n}</th>
                   ))}
                 </tr>
               </thead>
