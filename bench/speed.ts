@@ -1,6 +1,7 @@
 /**
  * `npm run bench:speed [-- --dir DIR] [-- --size 1G] [-- --duration S] [-- --rounds N] [-- --block 512K]
- *                      [-- --threads T] [-- --queue-depth D] [-- --patterns a,b] [-- --engine threads]`
+ *                      [-- --threads T] [-- --queue-depth D] [-- --patterns a,b] [-- --engine threads]
+ *                      [-- --nice N]`
  *
  * The speed test's patterns run by Tidemark's I/O engine and by fio (Debian's `fio`) on the same test
  * file in the same folder, each pattern by both tools back to back (which one first alternating by
@@ -17,6 +18,7 @@
  * loopback Ceph radosgw of scripts/radosgw.sh (acquire/release); fio has no S3 engine to compare with.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
@@ -41,6 +43,8 @@ const threads = Number(opt('threads', '1'));
 const queueDepth = Number(opt('queue-depth', '2'));
 const engine = opt('engine', 'auto') as 'auto' | 'threads';
 const wanted = opt('patterns')?.split(',');
+/** A scheduling priority for both tools (e.g. -5: less of the noise other processes' CPU use makes). */
+const niceness = opt('nice') === undefined ? undefined : Number(opt('nice'));
 const patterns = DISK_PATTERNS.filter((p) => !wanted || wanted.includes(p.id));
 
 interface Figures {
@@ -103,7 +107,7 @@ function fioArgs(p: DiskPattern, params: IoParams, file: string): string[] {
     // a write's buffer is random bytes set once, as Tidemark's are (fio would rework it before each write)
     '--scramble_buffers=0',
     '--time_based',
-    `--runtime=${durationMs / 1000}`,
+    `--runtime=${durationMs}ms`,
     '--group_reporting',
     '--lat_percentiles=1',
     '--clat_percentiles=0',
@@ -113,7 +117,10 @@ function fioArgs(p: DiskPattern, params: IoParams, file: string): string[] {
 
 function fio(p: DiskPattern, file: string): Figures {
   const params = patternParams(file, fileSize, p, { blockSize, threads, queueDepth, durationMs });
-  const res = spawnSync('fio', fioArgs(p, params, file), { encoding: 'utf8' });
+  const res =
+    niceness === undefined
+      ? spawnSync('fio', fioArgs(p, params, file), { encoding: 'utf8' })
+      : spawnSync('nice', ['-n', String(niceness), 'fio', ...fioArgs(p, params, file)], { encoding: 'utf8' });
   if (res.status !== 0) throw new Error(`fio failed: ${res.stderr || res.error}`);
   const job = JSON.parse(res.stdout.slice(res.stdout.indexOf('{'))).jobs[0];
   const bw = job.read.bw_bytes + job.write.bw_bytes;
@@ -138,6 +145,8 @@ async function main(): Promise<void> {
   }
   fs.mkdirSync(base, { recursive: true });
   const file = path.join(base, 'testfile.dat');
+  // the engine's threads inherit this thread's priority (Linux: a per-thread nice value)
+  if (niceness !== undefined) os.setPriority(niceness);
   console.log(
     `bench:speed: ${file}, ${fileSize / MiB} MiB, ${durationMs / 1000} s per pattern per tool, ${rounds} round(s), ` +
       `block ${blockSize / 1024} KiB, ${threads} thread(s) × ${queueDepth} in flight (DiskSpd patterns), engine ${engine}`,
@@ -177,11 +186,12 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `\nmedians over ${rounds} round(s) (ratio = Tidemark / fio; pairs: the median of the rounds' ratios, each ` +
-        'of two runs back to back; spread: the lowest and highest round ratio)',
+      `\nover ${rounds} round(s): medians of each tool (ratio = Tidemark / fio); pairs: the median of the rounds' ` +
+        'ratios (the two tools ran back to back) and their geometric mean with its 95% interval (± two standard ' +
+        "errors of the logs: how far the machine's noise leaves the answer open); spread: lowest–highest round ratio",
     );
     console.log(
-      'pattern               Tidemark MiB/s   fio MiB/s  ratio   pairs  spread        Tidemark IOPS  fio IOPS  ratio',
+      'pattern               Tidemark MiB/s   fio MiB/s  ratio   pairs  geomean [95%]          spread       Tidemark IOPS  fio IOPS  ratio',
     );
     for (const p of patterns) {
       const e = all.get(p.id)!;
@@ -190,9 +200,17 @@ async function main(): Promise<void> {
       const tmI = median(e.tm.map((x) => x.iops));
       const foI = median(e.fio.map((x) => x.iops));
       const ratios = e.tm.map((x, i) => x.mibps / e.fio[i].mibps);
+      const logs = ratios.map(Math.log);
+      const mean = logs.reduce((a, b) => a + b, 0) / logs.length;
+      const se =
+        logs.length > 1
+          ? Math.sqrt(logs.reduce((a, b) => a + (b - mean) ** 2, 0) / (logs.length - 1) / logs.length)
+          : 0;
+      const geo = `${Math.exp(mean).toFixed(3)} [${Math.exp(mean - 2 * se).toFixed(2)}, ${Math.exp(mean + 2 * se).toFixed(2)}]`;
       console.log(
-        `${p.id.padEnd(21)} ${f1(tmM).padStart(14)} ${f1(foM).padStart(11)} ${(tmM / foM).toFixed(3).padStart(6)} ${median(ratios).toFixed(3).padStart(7)}  ` +
-          `${`${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}`.padEnd(12)}  ${f1(tmI).padStart(14)} ${f1(foI).padStart(9)} ${(tmI / foI).toFixed(3).padStart(6)}`,
+        `${p.id.padEnd(21)} ${f1(tmM).padStart(14)} ${f1(foM).padStart(11)} ${(tmM / foM).toFixed(3).padStart(6)} ` +
+          `${median(ratios).toFixed(3).padStart(7)}  ${geo.padEnd(21)}  ` +
+          `${`${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}`.padEnd(11)}  ${f1(tmI).padStart(14)} ${f1(foI).padStart(9)} ${(tmI / foI).toFixed(3).padStart(6)}`,
       );
     }
   } finally {
