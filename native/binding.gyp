@@ -23,7 +23,8 @@
           "libraries": ["-lpthread"]
         }],
         ["OS=='win'", {
-          "sources": ["src/windows/usn_backend.cc"],
+          "sources": ["src/windows/usn_backend.cc", "src/windows/vss_snapshot.cc"],
+          "libraries": ["vssapi.lib", "ole32.lib"],
           "defines": ["_HAS_EXCEPTIONS=1", "WIN32_LEAN_AND_MEAN", "NOMINMAX"],
           "msvs_settings": { "VCCLCompilerTool": { "ExceptionHandling": 1, "AdditionalOptions": ["/std:c++17"] } }
         }],

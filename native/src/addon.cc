@@ -16,6 +16,10 @@
 
 #include "common/backend.h"
 #include "common/usn_record.h"
+#include "common/vss_flow.h"
+#if defined(_WIN32)
+#include "windows/vss_snapshot.h"
+#endif
 
 namespace {
 
@@ -192,6 +196,23 @@ Napi::Value ParseUsnRecords(const Napi::CallbackInfo &info) {
   });
 }
 
+// The shadow-copy path mapping and error texts of src/common/vss_flow.h (the same code on every OS).
+Napi::Value VssShadowPath(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsString() || !info[1].IsString() || !info[2].IsString())
+    throw Napi::TypeError::New(env, "vssShadowPath(device, volumeRoot, path)");
+  return Napi::String::New(env, tidemark::vss::ShadowPath(info[0].As<Napi::String>().Utf8Value(),
+                                                          info[1].As<Napi::String>().Utf8Value(),
+                                                          info[2].As<Napi::String>().Utf8Value()));
+}
+
+Napi::Value VssErrorText(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "vssErrorText(hresult)");
+  return Napi::String::New(env, tidemark::vss::ErrorText(static_cast<tidemark::vss::HResult>(
+                                    static_cast<uint32_t>(info[0].As<Napi::Number>().Int64Value()))));
+}
+
 Napi::Value Backends(const Napi::CallbackInfo &info) {
   std::vector<std::string> names;
 #if defined(__linux__)
@@ -206,6 +227,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Tracker", TrackerWrap::Define(env));
   exports.Set("parseUsnRecords", Napi::Function::New(env, ParseUsnRecords));
   exports.Set("backends", Napi::Function::New(env, Backends));
+  exports.Set("vssShadowPath", Napi::Function::New(env, VssShadowPath));
+  exports.Set("vssErrorText", Napi::Function::New(env, VssErrorText));
+#if defined(_WIN32)
+  tidemark::RegisterVss(env, exports);
+#endif
   return exports;
 }
 

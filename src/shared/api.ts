@@ -129,6 +129,15 @@ export const jobOptionsSchema = z.object({
   /** Back up VM disks, databases and mail stores (64 MiB+) in fixed-size blocks, so that incrementals
    *  read and store only the blocks that changed (absent: on). */
   blockFiles: z.boolean().optional(),
+  /** Read the sources from a filesystem snapshot (btrfs, LVM, VSS, APFS): where possible (absent),
+   *  always (the run fails without one), never. */
+  snapshot: z.enum(['when-possible', 'always', 'never']).optional(),
+  /** Shell commands run before the scan (a failure fails the run) and after the run (its result in
+   *  TIDEMARK_RUN_STATUS); their output goes to the run log. */
+  preCommand: z.string().trim().max(4000).optional(),
+  postCommand: z.string().trim().max(4000).optional(),
+  /** Seconds each command may take (default 600). */
+  hookTimeoutSec: z.number().int().min(1).max(86_400).optional(),
 });
 export type JobOptions = z.infer<typeof jobOptionsSchema>;
 
@@ -309,12 +318,30 @@ export interface RunRequests {
   recent: RunRequestRecord[];
 }
 
+/** How a run read one source (or a filesystem mounted inside one): from a snapshot, or live and why. */
+export interface RunSourceRead {
+  path: string;
+  snapshot?: { kind: 'btrfs' | 'lvm-thin' | 'lvm' | 'vss' | 'apfs'; name: string; volume: string };
+  reason?: string;
+  nested?: boolean;
+}
+
+/** The filesystem snapshots of a run (History shows which sources came from one, and why not the rest). */
+export interface RunSnapshots {
+  mode: 'when-possible' | 'always' | 'never';
+  sources: RunSourceRead[];
+  /** Snapshots earlier runs left behind (a crash or kill) that this run removed. */
+  leftoversRemoved?: string[];
+}
+
 export interface RunDetail extends RunSummary {
   samples: RunSample[];
   warningList: RunWarning[];
   log: string[];
   /** Repository requests of the run (runs recorded before this existed have none). */
   requests?: RunRequests;
+  /** Which sources were read from a filesystem snapshot (runs without the snapshot step have none). */
+  snapshots?: RunSnapshots;
 }
 
 export type Phase =

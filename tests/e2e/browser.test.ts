@@ -126,8 +126,14 @@ suite('browser mode, end to end with the real engine', () => {
     // a read limit makes the run last over ten seconds, so the graph gets its samples while the run is
     // still going even when a loaded machine draws them seconds late (at 2 MB/s the margin was ~3 s)
     await page.getByLabel('Read limit (MB/s, 0 = unlimited)').fill('1');
+    // open files: a snapshot where the disk has one (the default), and a pre-command
+    await page.getByRole('radio', { name: /Use a snapshot: When possible/ }).waitFor();
+    expect(await page.getByRole('radio', { name: /Use a snapshot: When possible/ }).isChecked()).toBe(true);
+    await page.getByLabel('Before the backup, run').fill('echo e2e-pre-command');
+    await shot('04a-wizard-open-files');
     await page.getByRole('button', { name: 'Next' }).click();
     await page.getByText('Daily at 21:30').waitFor();
+    await page.getByText('Snapshot: When possible · before: echo e2e-pre-command').waitFor();
     await shot('04-wizard-review');
     await page.getByRole('button', { name: 'Create job' }).click();
 
@@ -141,6 +147,7 @@ suite('browser mode, end to end with the real engine', () => {
       expect.arrayContaining(['caches', 'temp', 'trash', 'node_modules']),
     );
     expect(jobs[0].nextRunAt).not.toBeNull();
+    expect(jobs[0].options).toMatchObject({ snapshot: 'when-possible', preCommand: 'echo e2e-pre-command' });
     expect(fs.existsSync(path.join(repo, 'config'))).toBe(true);
 
     // --- live run: at least two samples arrive while the run is still going
@@ -252,6 +259,15 @@ suite('browser mode, end to end with the real engine', () => {
       .getByText(`save ${stored.byOp.save.toLocaleString('en-US')}`, { exact: false })
       .waitFor();
     await requestsCard.getByText(/^Slowest: /).waitFor();
+    // how the source was read (a snapshot, or live and why) and the pre-command's output
+    const snapCard = page.getByRole('region', { name: 'Snapshots' });
+    await snapCard.getByText('Use a snapshot: When possible').waitFor();
+    await snapCard.getByText(/^(read from snapshot|read live — )/).waitFor();
+    await page
+      .getByLabel('Run log')
+      .getByText(/pre: e2e-pre-command/)
+      .waitFor();
+    await snapCard.screenshot({ path: path.join(shotDir, '11c-history-snapshots.png') });
     await requestsCard.screenshot({ path: path.join(shotDir, '11b-history-requests.png') });
     await shot('11-history');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Settings' }).click();

@@ -20,7 +20,7 @@ const TOTAL = Number(process.env.TIDEMARK_PROPERTY_RUNS ?? 200);
 const SEED = Number(process.env.TIDEMARK_PROPERTY_SEED ?? Date.now() % 1_000_000);
 
 /** mulberry32: a small seeded PRNG so a failure can be replayed with TIDEMARK_PROPERTY_SEED. */
-function rng(seed: number) {
+export function rng(seed: number) {
   let a = seed >>> 0;
   const next = () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -58,7 +58,7 @@ function listTree(root: string): Entry[] {
 }
 
 /** Applies one random operation; returns a description for the failure report. */
-function randomOp(root: string, r: ReturnType<typeof rng>, counter: { n: number }): string {
+export function randomOp(root: string, r: ReturnType<typeof rng>, counter: { n: number }): string {
   const entries = listTree(root);
   const files = entries.filter((e) => e.kind === 'file').map((e) => e.path);
   const dirs = [root, ...entries.filter((e) => e.kind === 'dir').map((e) => e.path)];
@@ -179,7 +179,7 @@ function randomOp(root: string, r: ReturnType<typeof rng>, counter: { n: number 
   return 'noop';
 }
 
-async function subtreeAt(repo: Repository, rootTree: ID, abs: string): Promise<TreeNode> {
+export async function subtreeAt(repo: Repository, rootTree: ID, abs: string): Promise<TreeNode> {
   let tree = await repo.loadTree(rootTree);
   const parts = abs.split(path.sep).filter(Boolean);
   let node: TreeNode | undefined;
@@ -204,7 +204,7 @@ async function flatten(repo: Repository, id: ID, prefix = ''): Promise<Map<strin
   return out;
 }
 
-async function diff(repo: Repository, a: ID, b: ID): Promise<string[]> {
+export async function diff(repo: Repository, a: ID, b: ID): Promise<string[]> {
   const [fa, fb] = [await flatten(repo, a), await flatten(repo, b)];
   const lines: string[] = [];
   for (const k of new Set([...fa.keys(), ...fb.keys()])) {

@@ -45,3 +45,50 @@ describe('the tracker service and journal-planned backups', () => {
     }
   });
 });
+
+describe('journal-planned backups from a point-in-time view', () => {
+  it('takes the view after the journal cursor: a change made after the view is in the next backup', async () => {
+    const work = await tempDir('tm-svc-view-');
+    const src = path.join(work, 'src');
+    const frozen = path.join(work, 'frozen'); // stands in for a filesystem snapshot: a copy at one instant
+    await writeTree(src, { a: { dir: { 'one.txt': 'one' } }, b: { dir: { 'two.txt': 'two' } } });
+    const service = new TrackerService({ dataDir: path.join(work, 'data'), blockPin: false });
+    await service.setRoots([src]);
+    const journal = await service.journal();
+    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+    try {
+      await journalBackup(journal, repo, { paths: [src] }, 'job-1');
+      await fs.writeFile(path.join(src, 'a/one.txt'), 'one, before the view');
+      const order: string[] = [];
+      const viewed = await journalBackup(
+        journal,
+        repo,
+        {
+          paths: [src],
+          prepareSourceViews: async () => {
+            order.push('view');
+            await fs.rm(frozen, { recursive: true, force: true });
+            await fs.cp(src, frozen, { recursive: true, preserveTimestamps: true });
+            // after the view: not in this backup, and the journal must hand it to the next one
+            await fs.writeFile(path.join(src, 'b/two.txt'), 'two, after the view');
+            return { views: [{ path: src, readFrom: frozen }], hidden: [] };
+          },
+        },
+        'job-1',
+        async (r, o) => {
+          order.push('backup');
+          expect(o.prepareSourceViews).toBeUndefined(); // made once, before the backup started
+          return (await import('../../src/main/engine/backup/index.js')).backup(r, o);
+        },
+      );
+      expect(order).toEqual(['view', 'backup']);
+      expect((await lookup(repo, viewed.snapshot, path.join(src, 'a/one.txt'))).node?.size).toBe(20);
+      expect((await lookup(repo, viewed.snapshot, path.join(src, 'b/two.txt'))).node?.size).toBe(3);
+      const next = await journalBackup(journal, repo, { paths: [src] }, 'job-1');
+      expect((await lookup(repo, next.snapshot, path.join(src, 'b/two.txt'))).node?.size).toBe(19);
+      expect((await lookup(repo, next.snapshot, path.join(src, 'a/one.txt'))).node?.size).toBe(20);
+    } finally {
+      await service.stop();
+    }
+  });
+});

@@ -1,5 +1,5 @@
-// The Windows backend (USN journal) cannot run here, but it must compile: build every Windows
-// translation unit, including the N-API glue, to object files with mingw-w64.
+// The Windows backend (USN journal) and the Volume Shadow Copy requestor cannot run here, but they must
+// compile: build every Windows translation unit, including the N-API glue, to object files with mingw-w64.
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -22,12 +22,13 @@ const skip = !gxx
     : undefined;
 
 describe.skipIf(!!skip)(`Windows backend build with mingw-w64${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  it('compiles the USN backend, the common code and the addon glue for x86_64 Windows', () => {
+  it('compiles the USN backend, the VSS requestor, the common code and the addon glue for x86_64 Windows', () => {
     const out = mkdtempSync(path.join(os.tmpdir(), 'tm-mingw-'));
     try {
       const native = path.join(repoRoot, 'native');
       const sources = [
         'src/windows/usn_backend.cc',
+        'src/windows/vss_snapshot.cc',
         'src/common/usn_record.cc',
         'src/common/coalescer.cc',
         'src/common/factory.cc',
@@ -66,6 +67,18 @@ describe.skipIf(!!skip)(`Windows backend build with mingw-w64${skip ? ` (skipped
         encoding: 'utf8',
       });
       if (nm.status === 0) expect(nm.stdout).toMatch(/CreateUsnBackend/);
+      // the shadow copy requestor calls the real VSS API, and mingw-w64's import library provides it
+      const vss = spawnSync('x86_64-w64-mingw32-nm', [path.join(out, 'vss_snapshot.cc.obj')], {
+        encoding: 'utf8',
+      });
+      if (vss.status === 0) {
+        expect(vss.stdout).toMatch(/ U .*CreateVssBackupComponentsInternal/);
+        expect(vss.stdout).toMatch(/ U .*VssFreeSnapshotProperties/);
+        const lib = spawnSync('x86_64-w64-mingw32-nm', ['/usr/x86_64-w64-mingw32/lib/libvssapi.a'], {
+          encoding: 'utf8',
+        });
+        if (lib.status === 0) expect(lib.stdout).toMatch(/ T .*CreateVssBackupComponentsInternal/);
+      }
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -154,6 +154,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         workers: j.options.workers,
         verifyAfter: j.options.verifyAfterBackup,
         blockFiles: j.options.blockFiles,
+        snapshot: j.options.snapshot,
+        preCommand: j.options.preCommand,
+        postCommand: j.options.postCommand,
+        hookTimeoutSec: j.options.hookTimeoutSec,
       },
       createdAt: iso(j.createdAt),
       snapshotTag: j.key,
@@ -182,6 +186,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         workers: spec.options.workers,
         verifyAfterBackup: spec.options.verifyAfter,
         blockFiles: spec.options.blockFiles,
+        snapshot: spec.options.snapshot,
+        preCommand: spec.options.preCommand || undefined,
+        postCommand: spec.options.postCommand || undefined,
+        hookTimeoutSec: spec.options.hookTimeoutSec,
       },
       enabled: current?.enabled ?? true,
     };
@@ -312,6 +320,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       warningList: problems.map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
       log: this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`),
       ...(r.requests ? { requests: r.requests } : {}),
+      ...(r.snapshots ? { snapshots: r.snapshots } : {}),
     };
   }
 

@@ -18,6 +18,7 @@ import { Scheduler } from '../engine/schedule/scheduler.js';
 import { createJobEngine } from '../engine/schedule/engine.js';
 import { createRunEvents } from '../engine/schedule/events.js';
 import { CatalogJobs, CatalogRunner } from './catalog-adapter.js';
+import { snapshotRecordDir } from '../engine/snapshot/index.js';
 import { CatalogSpeedTests } from './speedtests.js';
 
 /** `$TIDEMARK_HOME`, or `~/.tidemark`: holds the state and the default local repository. */
@@ -110,7 +111,7 @@ export function createApi(opts: WiringOptions): Wired {
       );
     },
   });
-  const runner = new JobRunner({ catalog, engine, events });
+  const runner = new JobRunner({ catalog, engine, events, snapshotDir: snapshotRecordDir(dataDir) });
   const scheduler = new Scheduler({ catalog, runner, events });
   const services: ApiServices = {
     engine: new RealEngine(),

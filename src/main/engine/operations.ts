@@ -76,6 +76,22 @@ export function newBackupProgress(phase: BackupPhase = 'starting'): BackupProgre
   };
 }
 
+/**
+ * Where a backup reads a part of its sources from (a point-in-time filesystem snapshot, engine/snapshot/):
+ * entries at or below `path` are read at the same place below `readFrom` and recorded under `path`, so a
+ * snapshot's tree names the original paths. The deepest matching view wins (a filesystem mounted inside
+ * a source has its own).
+ */
+export interface SourceView {
+  /** The recorded (original) absolute path: a source, or a folder inside one. */
+  path: string;
+  /** The same folder inside the snapshot (equal to `path`: read live). */
+  readFrom: string;
+  /** Entries read there carry the snapshot's device number; they are recorded with the original's, so an
+   *  unchanged file compares equal with the previous snapshot's (and block tracking's checks hold). */
+  dev?: { snapshot: number; original: number };
+}
+
 export interface BackupOptions {
   /** Change-journal hint (level 2); absent: full scan. Ignored with forceFull or when there is no parent. */
   changeHint?: ChangeHint;
@@ -86,6 +102,16 @@ export interface BackupOptions {
   journalCursor?: Record<string, unknown>;
   paths: string[];
   excludes?: string[];
+  /** Read the sources from these views (see SourceView); absent: everything is read live. */
+  sourceViews?: SourceView[];
+  /** Absolute paths the backup leaves out without recording them as exclusions (the folder a filesystem
+   *  snapshot is kept in, when it lies inside a source). */
+  hiddenPaths?: string[];
+  /** Makes the source views (takes the filesystem snapshots). Whoever runs the backup calls it once the
+   *  change journal's cursor and the block tracker's bitmap for this backup are taken (tracking/service.ts),
+   *  so every change after the snapshot is in the next backup's journal; `backup` itself only reads
+   *  `sourceViews`. */
+  prepareSourceViews?: () => Promise<{ views: SourceView[]; hidden: string[] } | undefined>;
   tags?: string[];
   job?: string;
   host?: string;

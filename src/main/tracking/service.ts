@@ -14,6 +14,7 @@ import type { TrackerBackendName } from './types.js';
 import type { Repository } from '../engine/repo/repository.js';
 import type { BackupOptions } from '../engine/operations.js';
 import { backup, findParent, normalizeSources, type BackupRunResult } from '../engine/backup/index.js';
+import { withSourceViews } from '../engine/backup/sourceView.js';
 import { lookup } from '../engine/repo/browse.js';
 import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { BlockChangeSession, BlockTracker, computeChangedRanges, loadCbtNative } from './blocks/index.js';
@@ -188,10 +189,11 @@ export async function journalBackup(
   let session: BlockChangeSession | undefined;
   let largeFiles: string[] = [];
   let sessionReady: Promise<unknown> | undefined;
+  let began: Promise<BlockChangeSession> | undefined;
   if (blocks && plan.changeHint && parent) {
     const mapper = loadCbtNative();
     if (mapper.ok) {
-      const began = BlockChangeSession.begin(sources, {
+      began = BlockChangeSession.begin(sources, {
         dir: blocks.dir,
         consumer,
         tracker: blocks.tracker,
@@ -203,7 +205,7 @@ export async function journalBackup(
       const large = await largeFilesIn(repo, parent, [...plan.changeHint.dirtyDirs]);
       largeFiles = [...large.keys()];
       const ranges = (async () => {
-        session = await began;
+        session = await began!;
         const r = await computeChangedRanges(largeFiles, session, {
           minSize: BLOCK_TRACKED_MIN_SIZE,
           onWholeFile: (f, why) => opts.log?.(`block tracking: ${f} is read whole (${why})`),
@@ -216,10 +218,18 @@ export async function journalBackup(
       plan.changeHint.changedRanges = ranges;
     }
   }
+  // A filesystem snapshot is taken after the journal's cursor and the block tracker's bitmap swap: every
+  // change after the snapshot is then in the next backup's journal and bitmap (a change between the two is
+  // in both: read twice, never missed).
+  let viewed = opts;
+  if (opts.prepareSourceViews) {
+    await (began ?? Promise.resolve()).catch(() => {});
+    viewed = await withSourceViews(opts);
+  }
   let result: BackupRunResult;
   try {
     result = await run(repo, {
-      ...opts,
+      ...viewed,
       ...(parent ? { parent: parent.id } : {}),
       changeHint: plan.changeHint,
       fullScanReason: plan.fullScanReason,

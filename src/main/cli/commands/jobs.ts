@@ -36,6 +36,7 @@ import { addRetentionOptions, retentionFrom, retentionGiven } from '../retention
 import { defaultRepoLocation } from '../program.js';
 import { EXIT, exitCodeFor } from '../exitCodes.js';
 import { describeRequests } from '../../engine/backend/requestlog/index.js';
+import { SNAPSHOT_MODES, snapshotRecordDir, type SnapshotMode } from '../../engine/snapshot/index.js';
 
 /** What these commands need from the CLI (src/main/cli/program.ts's CliContext provides it). */
 export interface JobCommandContext {
@@ -90,7 +91,35 @@ function addScheduleOptions(cmd: Command): Command {
     .option('--no-catch-up', 'do not run a missed backup after sleep or shutdown')
     .option('--prune-every-days <n>', 'reclaim space in the repository at most every N days', Number)
     .addOption(new Option('--disable', "pause the job's schedule"))
-    .option('--enable', "resume the job's schedule");
+    .option('--enable', "resume the job's schedule")
+    .addOption(
+      new Option(
+        '--snapshot <mode>',
+        'read the sources from a filesystem snapshot (btrfs, LVM, VSS, APFS): when-possible (default), always (fail without one), never',
+      ).choices([...SNAPSHOT_MODES]),
+    )
+    .option(
+      '--pre-command <cmd>',
+      'run this shell command before the scan (a failure fails the run; "" removes it)',
+    )
+    .option(
+      '--post-command <cmd>',
+      'run this shell command after the run, with TIDEMARK_RUN_STATUS, TIDEMARK_SNAPSHOT_ID, TIDEMARK_ERROR set ("" removes it)',
+    )
+    .option('--hook-timeout <seconds>', 'how long a pre- or post-command may take (default 600)', count);
+}
+
+/** The snapshot and pre/post-command options given on the command line, over `cur`. */
+function hookOptionsFrom(o: any, cur: JobSpec['options'] = {}): JobSpec['options'] {
+  const out = { ...cur };
+  if (o.snapshot !== undefined) out.snapshot = o.snapshot as SnapshotMode;
+  for (const k of ['preCommand', 'postCommand'] as const)
+    if (o[k] !== undefined) out[k] = String(o[k]).trim() || undefined;
+  if (o.hookTimeout !== undefined) {
+    if (o.hookTimeout < 1) throw new UsageError('--hook-timeout takes a number of seconds, at least 1');
+    out.hookTimeoutSec = o.hookTimeout;
+  }
+  return out;
 }
 
 function scheduleFrom(o: any): Schedule | undefined {
@@ -242,12 +271,12 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
           ? retentionFrom(o)
           : { keepDaily: 7, keepWeekly: 4, keepMonthly: 12, keepYearly: 3 },
         compressionLevel: o.compression ?? 3,
-        options: {
+        options: hookOptionsFrom(o, {
           verifyAfterBackup: !!o.verify,
           verifyReadData: !!o.verifyData,
           fullEveryDays: o.fullEveryDays,
           catchUp: o.catchUp,
-        },
+        }),
         enabled: !o.disable,
       };
       const j = c.addJob(spec);
@@ -281,6 +310,9 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
                     `${String(r.job.id).padStart(3)}  ${r.job.name}${r.job.enabled ? '' : ' (paused)'}\n` +
                     `     ${r.job.sources.join(', ')} → ${r.repository.location}\n` +
                     `     ${describeSchedule(r.job.schedule)}; ${describePolicy(r.job.retention)}\n` +
+                    `     snapshot: ${r.job.options.snapshot ?? 'when-possible'}` +
+                    `${r.job.options.preCommand ? `; pre: ${r.job.options.preCommand}` : ''}` +
+                    `${r.job.options.postCommand ? `; post: ${r.job.options.postCommand}` : ''}\n` +
                     `     last: ${r.last ? `${r.last.status} ${fmtTime(r.last.startedAt ?? r.last.endedAt)}` : 'never'}; next: ${fmtTime(r.next)}`,
                 )
               : 'no jobs yet: tidemark job add NAME FOLDER… --to REPOSITORY',
@@ -315,7 +347,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
       if (s) patch.schedule = s;
       if (keepGiven(o)) patch.retention = retentionFrom(o);
       if (o.compression !== undefined) patch.compressionLevel = o.compression;
-      const options = { ...cur.options };
+      const options = hookOptionsFrom(o, cur.options);
       if (o.verify !== undefined) options.verifyAfterBackup = o.verify;
       if (o.verifyData) options.verifyReadData = true;
       if (o.fullEveryDays !== undefined) options.fullEveryDays = o.fullEveryDays;
@@ -374,7 +406,12 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         events.on('run-phase', ({ phase }) => {
           if (live) io.err(`\r\x1b[K[${phase}]`);
         });
-        const runner = new JobRunner({ catalog: c, engine: createJobEngine({ secrets: secrets() }), events });
+        const runner = new JobRunner({
+          catalog: c,
+          engine: createJobEngine({ secrets: secrets() }),
+          events,
+          snapshotDir: snapshotRecordDir(ctx.dataDir()),
+        });
         const run = await runner.run(j, { full: !!o.full, trigger: 'manual', signal: ctx.signal });
         if (live) io.err('\r\x1b[K');
         const problems = c.runProblems(run.id);
@@ -383,6 +420,11 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
             `run ${run.id} of "${j.name}": ${run.status}${run.snapshotId ? `, snapshot ${run.snapshotId.slice(0, 8)}` : ''}` +
               (run.kind === 'full' ? ' (full)' : ''),
             ...(run.error ? [`  error: ${run.error.message}`] : []),
+            ...(run.snapshots?.sources ?? []).map((s) =>
+              s.snapshot
+                ? `  ${s.path}: read from snapshot ${s.snapshot.name} (${s.snapshot.kind})`
+                : `  ${s.path}: read live (${s.reason})`,
+            ),
             ...(run.requests ? [`  repository: ${describeRequests(run.requests)}`] : []),
             ...problems
               .slice(0, 50)

@@ -52,6 +52,7 @@ import {
   STRIPE_BYTES,
   stripeParts,
 } from './blockFiles.js';
+import { hiddenPatterns, sourceViewMap, withSourceViews } from './sourceView.js';
 
 /** Counters of filesystem calls, for benchmarks of the scan. */
 export interface ScanCounters {
@@ -176,13 +177,15 @@ class Semaphore {
   }
 }
 
-export async function backup(repo: Repository, opts: BackupOptions): Promise<BackupRunResult> {
+export async function backup(repo: Repository, options: BackupOptions): Promise<BackupRunResult> {
+  const opts = await withSourceViews(options); // takes the filesystem snapshots, unless the caller did
   const started = Date.now();
   const signal = opts.signal;
   const sources = normalizeSources(opts.paths);
   const host = opts.host ?? os.hostname();
   const log = opts.log ?? (() => {});
-  const excluder = new Excluder(opts.excludes);
+  const excluder = new Excluder([...(opts.excludes ?? []), ...hiddenPatterns(opts.hiddenPaths)]);
+  const view = sourceViewMap(opts.sourceViews); // recorded path → where it is read (a filesystem snapshot)
   const skipped: SkippedEntry[] = [];
   const counters: ScanCounters = { stat: 0, readdir: 0 };
   const progress: BackupProgress = newBackupProgress();
@@ -402,7 +405,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
           const r = await pool!.run<SmallFilesResult>(
             {
               op: 'backupSmallFiles',
-              files: batch.map((b) => ({ path: b.abs, size: b.size, mtimeMs: b.mtimeMs })),
+              files: batch.map((b) => ({ path: view.read(b.abs), size: b.size, mtimeMs: b.mtimeMs })),
             },
             onEvent,
           );
@@ -532,12 +535,15 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       node.blockCount = count;
       node.blockPatch = Buffer.alloc(0);
     };
-    const runFileTask = async (task: BackupFileTask & { path: Buffer }): Promise<BackupFileResult> => {
+    const runFileTask = async (
+      task: BackupFileTask & { path: Buffer },
+      shown: Buffer,
+    ): Promise<BackupFileResult> => {
       await taskSlots.take();
       await opts.pauseGate?.wait(); // paused: start nothing new
       try {
         throwIfAborted(signal);
-        progress.currentFile = show(task.path);
+        progress.currentFile = show(shown);
         return await pool!.run<BackupFileResult>(task, onEvent);
       } finally {
         taskSlots.give();
@@ -550,10 +556,10 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       incremental?: BackupFileTask['incremental'],
       blockSize?: number,
     ): Promise<BackupFileResult> => {
-      const task = { op: 'backupFile' as const, path: abs, size, mtimeMs, incremental, blockSize };
+      const task = { op: 'backupFile' as const, path: view.read(abs), size, mtimeMs, incremental, blockSize };
       const stripeBytes = opts.stripeBytes ?? STRIPE_BYTES;
       const parts = blockSize && !incremental ? stripeParts(size, workers, stripeBytes) : 1;
-      if (parts < 2) return runFileTask(task);
+      if (parts < 2) return runFileTask(task, abs);
       // A whole block file is read by every worker at once, each taking every parts-th stripe. In one task
       // the reading thread was busy all along hashing blocks (BLAKE3 gets little of its SIMD from 4 KiB
       // inputs) and copying them: a whole read of an already stored 2 GiB file at 4 KiB blocks, cold,
@@ -562,7 +568,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       const stripe = Math.max(1, Math.floor(stripeBytes / blockSize!));
       const settled = await Promise.allSettled(
         Array.from({ length: parts }, (_, part) =>
-          runFileTask({ ...task, stripes: { blocks: stripe, parts, part } }),
+          runFileTask({ ...task, stripes: { blocks: stripe, parts, part } }, abs),
         ),
       );
       for (const r of settled) if (r.status === 'rejected') throw r.reason;
@@ -570,7 +576,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
       const bytesRead = results.reduce((a, r) => a + r.bytesRead, 0);
       if (results.some((r) => r.short)) {
         // it shrank while it was read: once more in one task, which keeps what was there
-        const again = await runFileTask(task);
+        const again = await runFileTask(task, abs);
         return { ...again, bytesRead: bytesRead + again.bytesRead, changedWhileReading: true };
       }
       return {
@@ -647,7 +653,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
 
     const lstat = async (p: Buffer): Promise<EntryStat> => {
       counters.stat++;
-      return entryStat(await fs.lstat(p, { bigint: true }));
+      return view.recorded(entryStat(await fs.lstat(view.read(p), { bigint: true })));
     };
 
     /** Builds the node of one entry; dirs recurse. Returns undefined when the entry is skipped. */
@@ -707,7 +713,7 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
         }
         case 'symlink': {
           try {
-            const target = (await fs.readlink(abs, { encoding: 'buffer' })) as Buffer;
+            const target = (await fs.readlink(view.read(abs), { encoding: 'buffer' })) as Buffer;
             const text = target.toString('utf8');
             node.linkTarget = text;
             if (!Buffer.from(text, 'utf8').equals(target)) node.linkTargetRaw = target.toString('base64');
@@ -831,13 +837,15 @@ export async function backup(repo: Repository, opts: BackupOptions): Promise<Bac
     const listDir = async (abs: Buffer): Promise<Listing | Error> => {
       await opts.pauseGate?.wait();
       counters.readdir++;
-      const r = await pool!.run<ListDirResult>({ op: 'listDir', path: abs });
+      const r = await pool!.run<ListDirResult>({ op: 'listDir', path: view.read(abs) });
       if (r.error) return Object.assign(new Error(r.error.message), { code: r.error.code });
       counters.stat += r.names.length;
       const names = r.names.map((n) => Buffer.from(n.buffer, n.byteOffset, n.byteLength));
       const stats = r.stats.map((st, i) => {
         if (!excluder.empty && excluder.excludes(show(join(abs, names[i])), show(names[i]))) return undefined;
-        return 'error' in st ? Object.assign(new Error(st.error.message), { code: st.error.code }) : st;
+        return 'error' in st
+          ? Object.assign(new Error(st.error.message), { code: st.error.code })
+          : view.recorded(st);
       });
       return { names, stats };
     };

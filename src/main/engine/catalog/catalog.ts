@@ -337,6 +337,7 @@ export class Catalog {
       verify?: RunRecord['verify'];
       retention?: RunRecord['retention'];
       requests?: RunRecord['requests'];
+      snapshots?: RunRecord['snapshots'];
     },
   ): void {
     const cols: string[] = [];
@@ -354,7 +355,7 @@ export class Catalog {
         vals.push((patch as any)[k]);
       }
     }
-    for (const k of ['counters', 'error', 'verify', 'retention', 'requests'] as const) {
+    for (const k of ['counters', 'error', 'verify', 'retention', 'requests', 'snapshots'] as const) {
       if (patch[k] !== undefined) {
         cols.push(`${k} = ?`);
         vals.push(JSON.stringify(patch[k]));
@@ -367,7 +368,12 @@ export class Catalog {
   getRun(id: number): RunRecord {
     const r = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id);
     if (!r) throw new NotFoundError(`run ${id}`);
-    return { ...this.runFromRow(r), requests: json((r as { requests?: string | null }).requests ?? null) };
+    const row = r as { requests?: string | null; snapshots?: string | null };
+    return {
+      ...this.runFromRow(r),
+      requests: json(row.requests ?? null),
+      snapshots: json(row.snapshots ?? null),
+    };
   }
 
   listRuns(opts: { jobId?: number; limit?: number; status?: RunStatus } = {}): RunRecord[] {

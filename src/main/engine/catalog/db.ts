@@ -170,7 +170,11 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
   (db) => {
     db.exec('ALTER TABLE runs ADD COLUMN requests TEXT');
   },
-  // 5: destination speed tests (speedTests.ts), kept per destination to show how it changes over time.
+  // 5: which sources a run read from a filesystem snapshot, and why not the others (JSON SnapshotReport).
+  (db) => {
+    db.exec('ALTER TABLE runs ADD COLUMN snapshots TEXT');
+  },
+  // 6: destination speed tests (speedTests.ts), kept per destination to show how it changes over time.
   (db) => {
     db.exec(`CREATE TABLE speed_tests (
         id INTEGER PRIMARY KEY,

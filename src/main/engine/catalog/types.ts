@@ -4,6 +4,7 @@
  */
 import type { RetentionPolicy } from '../operations.js';
 import type { RequestLogSummary } from '../backend/requestlog/index.js';
+import type { SnapshotMode, SnapshotReport } from '../snapshot/types.js';
 
 /** When a job runs. Times are "HH:MM" in `timeZone` (default: the machine's zone). */
 export type Schedule =
@@ -31,6 +32,13 @@ export interface JobOptions {
   blockFiles?: boolean;
   tags?: string[];
   host?: string;
+  /** Read the sources from a filesystem snapshot: where possible (absent), always (fail without), never. */
+  snapshot?: SnapshotMode;
+  /** Run before the scan (a failure fails the run) and after the run (its result in the environment). */
+  preCommand?: string;
+  postCommand?: string;
+  /** How long each may take (default DEFAULT_HOOK_TIMEOUT_SEC). */
+  hookTimeoutSec?: number;
 }
 
 export interface JobSpec {
@@ -94,6 +102,8 @@ export interface RunRecord {
   retention: Record<string, unknown> | null;
   /** What the run asked of its repository (getRun only; lists leave it out to stay light). */
   requests?: RequestLogSummary | null;
+  /** Which sources were read from a filesystem snapshot, and why not the others (getRun only). */
+  snapshots?: SnapshotReport | null;
 }
 
 export interface RunProblem {

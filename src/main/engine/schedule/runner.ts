@@ -7,6 +7,11 @@
  *   drop forgotten ones) → prune when the repository's prune interval has passed → optional
  *   verify-after-backup (check).
  *
+ * Around the backup: the job's pre-command (before the scan; a failure fails the run), a filesystem
+ * snapshot of the sources (engine/snapshot: taken when the engine is about to read, released right after
+ * the backup, what was read from where kept with the run) and the post-command (after everything, with the
+ * run's result in its environment; schedule/hooks.ts).
+ *
  * The engine's functions are injected (JobEngine) so the runner is tested with fakes and wired to the
  * real engine in one place. A failure after the snapshot was saved (indexing, retention, prune) is a
  * warning, never a lost backup; a failed verification fails the run so the user is told.
@@ -23,7 +28,7 @@ import type {
 import type { Catalog } from '../catalog/catalog.js';
 import type { Job, RepositoryRecord, RunProblem, RunRecord, RunSample } from '../catalog/types.js';
 import { syncRepository, type SnapshotSource } from '../catalog/sync.js';
-import { AbortedError, errorToWire } from '../errors.js';
+import { AbortedError, errorToWire, throwIfAborted } from '../errors.js';
 import { createRunEvents, type RunEventEmitter } from './events.js';
 import { policyIsEmpty } from './retention.js';
 import type { RunRequest, Clock } from './scheduler.js';
@@ -32,6 +37,8 @@ import os from 'node:os';
 import { describeRequests, type RequestLogSummary } from '../backend/requestlog/index.js';
 import { clockSkewWarning } from '../repo/lock.js';
 import type { MaintenanceDecision } from '../repo/maintenance.js';
+import { SourceSnapshots, type SnapshotProvider } from '../snapshot/index.js';
+import { HookFailedError, runHook, DEFAULT_HOOK_TIMEOUT_SEC } from './hooks.js';
 
 /** An open repository as the runner needs it. */
 export interface EngineRepo extends SnapshotSource {
@@ -74,6 +81,10 @@ export interface JobRunnerOptions<R extends EngineRepo> {
   host?: string;
   /** Progress events to the UI at most this often (default 250 ms); samples are taken every 1000 ms. */
   progressIntervalMs?: number;
+  /** Where records of filesystem snapshots are kept (`<data folder>/snapshots`); absent: no snapshots. */
+  snapshotDir?: string;
+  /** The snapshot provider (default: the platform's; null: none, every source read live). For tests. */
+  snapshotProvider?: SnapshotProvider | null;
 }
 
 const DAY = 86_400_000;
@@ -186,9 +197,70 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
     let retentionSummary: Record<string, unknown> | null = null;
     let verify: Record<string, unknown> | null = null;
     let verifyFailed = false;
+    const hookEnv = {
+      TIDEMARK_JOB: job.name,
+      TIDEMARK_JOB_ID: String(job.id),
+      TIDEMARK_RUN_ID: String(runId),
+      TIDEMARK_SOURCES: job.sources.join('\n'),
+    };
+    const hookTimeout = job.options.hookTimeoutSec ?? DEFAULT_HOOK_TIMEOUT_SEC;
+    /** The post-command, once, after the run (not cancelled with it: it may have to undo the pre-command). */
+    const post = async (status: string, snapshotId?: string, error?: string) => {
+      const cmd = job.options.postCommand?.trim();
+      if (!cmd) return;
+      log(`post-command: ${cmd}`);
+      try {
+        const r = await runHook('post', cmd, {
+          env: {
+            ...hookEnv,
+            TIDEMARK_RUN_STATUS: status,
+            ...(snapshotId ? { TIDEMARK_SNAPSHOT_ID: snapshotId } : {}),
+            ...(error ? { TIDEMARK_ERROR: error } : {}),
+          },
+          timeoutSec: hookTimeout,
+          log,
+        });
+        if (r.exitCode === 0) log(`post-command finished (${r.durationMs} ms)`);
+        else {
+          const e = new HookFailedError('post', r, hookTimeout);
+          log(e.message);
+          problems.push({ severity: 'warning', message: e.message, code: e.code });
+        }
+      } catch (err) {
+        const message = `the job's post-command could not be started: ${(err as Error).message}`;
+        log(message);
+        problems.push({ severity: 'warning', message, code: 'POST_COMMAND_FAILED' });
+      }
+    };
+    const snapshots = this.opts.snapshotDir
+      ? new SourceSnapshots({
+          stateDir: this.opts.snapshotDir,
+          mode: job.options.snapshot ?? 'when-possible',
+          log,
+          ...(this.opts.snapshotProvider !== undefined
+            ? { provider: this.opts.snapshotProvider ?? undefined }
+            : {}),
+        })
+      : undefined;
     try {
       const repository = catalog.getRepository(job.repositoryId);
       log(`${full ? 'full' : 'incremental'} backup of ${job.sources.join(', ')} to ${repository.location}`);
+      const pre = job.options.preCommand?.trim();
+      if (pre) {
+        log(`pre-command: ${pre}`);
+        const r = await runHook('pre', pre, { env: hookEnv, timeoutSec: hookTimeout, signal, log }).catch(
+          (err: Error) => {
+            throw new HookFailedError(
+              'pre',
+              { exitCode: null, signal: null, timedOut: false, durationMs: 0, tail: [err.message] },
+              hookTimeout,
+            );
+          },
+        );
+        throwIfAborted(signal);
+        if (r.exitCode !== 0) throw new HookFailedError('pre', r, hookTimeout);
+        log(`pre-command finished (${r.durationMs} ms)`);
+      }
       repo = await this.engine.openRepo(job, repository);
       if (this.engine.storeClockOffsetMs) {
         const offset = await this.engine.storeClockOffsetMs(repo).catch(() => 0);
@@ -198,32 +270,48 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           problems.push({ severity: 'warning', message: warning, code: 'CLOCK_SKEW' });
         }
       }
-      result = await this.engine.backup(repo, {
-        paths: job.sources,
-        excludes: job.excludes,
-        job: job.key,
-        tags: job.options.tags,
-        host: job.options.host ?? this.opts.host,
-        forceFull: full,
-        fullScanReason: full ? 'full backup' : undefined,
-        compressionLevel: job.compressionLevel,
-        workers: job.options.workers,
-        readLimitBytesPerSec: job.options.readLimitBytesPerSec,
-        lowPriority: job.options.lowPriority,
-        blockFiles: job.options.blockFiles === false ? false : {},
-        pauseGate: req.pauseGate,
-        signal,
-        log,
-        progress: (p) => {
-          lastProgress = p;
-          const sample = sampler.offer(p);
-          if (sample || p.elapsedMs - lastEmit >= this.progressIntervalMs) {
-            lastEmit = p.elapsedMs;
-            this.events.emit('run-progress', { jobId: job.id, runId, progress: p, sample });
-          }
-          if (sampler.pending.length >= 10) flush();
-        },
-      });
+      try {
+        result = await this.engine.backup(repo, {
+          // the engine calls this once the change journal's cursor is taken, right before it reads
+          prepareSourceViews: snapshots ? () => snapshots.take(job.sources, signal) : undefined,
+          paths: job.sources,
+          excludes: job.excludes,
+          job: job.key,
+          tags: job.options.tags,
+          host: job.options.host ?? this.opts.host,
+          forceFull: full,
+          fullScanReason: full ? 'full backup' : undefined,
+          compressionLevel: job.compressionLevel,
+          workers: job.options.workers,
+          readLimitBytesPerSec: job.options.readLimitBytesPerSec,
+          lowPriority: job.options.lowPriority,
+          blockFiles: job.options.blockFiles === false ? false : {},
+          pauseGate: req.pauseGate,
+          signal,
+          log,
+          progress: (p) => {
+            lastProgress = p;
+            const sample = sampler.offer(p);
+            if (sample || p.elapsedMs - lastEmit >= this.progressIntervalMs) {
+              lastEmit = p.elapsedMs;
+              this.events.emit('run-progress', { jobId: job.id, runId, progress: p, sample });
+            }
+            if (sampler.pending.length >= 10) flush();
+          },
+        });
+      } finally {
+        if (snapshots) {
+          for (const message of await snapshots.problems())
+            problems.push({ severity: 'warning', message, code: 'SNAPSHOT_OVERFLOW' }); // the run completes with warnings
+          await snapshots
+            .release()
+            .catch((err: Error) =>
+              problems.push({ severity: 'warning', message: err.message, code: 'SNAPSHOT_RELEASE' }),
+            );
+          if (snapshots.report.sources.length || snapshots.report.leftoversRemoved)
+            catalog.updateRun(runId, { snapshots: snapshots.report });
+        }
+      }
       if (lastProgress) sampler.offer(lastProgress, true);
       for (const s of result.skipped) {
         problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
@@ -314,6 +402,14 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         log(report.ok ? 'verify: ok' : `verify: ${report.problems.length} problem(s)`);
       }
 
+      await post(
+        verifyFailed
+          ? 'failed'
+          : result.status === 'completed' && !problems.length
+            ? 'completed'
+            : 'completed-with-warnings',
+        result.snapshotId,
+      );
       const end = this.clock.now();
       const requests = this.requests(repo, log);
       const warnings = problems.filter((p) => p.severity === 'warning').length;
@@ -356,9 +452,14 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         });
       }
     } catch (err) {
-      const end = this.clock.now();
       const cancelled = signal.aborted || err instanceof AbortedError;
       log(cancelled ? 'cancelled' : `failed: ${(err as Error)?.message ?? String(err)}`);
+      await post(
+        cancelled ? 'cancelled' : 'failed',
+        result?.snapshotId,
+        cancelled ? undefined : (err as Error)?.message,
+      );
+      const end = this.clock.now();
       const requests = this.requests(repo, log);
       if (lastProgress) sampler.offer(lastProgress, true);
       catalog.addRunProblems(runId, problems);

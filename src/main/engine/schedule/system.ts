@@ -10,6 +10,7 @@ import { createJobEngine } from './engine.js';
 import { createRunEvents, type RunEventEmitter } from './events.js';
 import { JobRunner, type JobEngine } from './runner.js';
 import { Scheduler, type Clock } from './scheduler.js';
+import { snapshotRecordDir } from '../snapshot/index.js';
 
 export interface JobSystemOptions {
   /** The app's data folder (catalog.sqlite, and secrets.json when no SecretStore is given). */
@@ -40,7 +41,13 @@ export function createJobSystem(opts: JobSystemOptions): JobSystem {
   const secrets = opts.secrets ?? new KeyFileSecretStore(opts.dataDir);
   const events = createRunEvents();
   const engine = opts.engine ?? createJobEngine({ secrets, backendOptions: opts.backendOptions });
-  const runner = new JobRunner({ catalog, engine, events, clock: opts.clock });
+  const runner = new JobRunner({
+    catalog,
+    engine,
+    events,
+    clock: opts.clock,
+    snapshotDir: snapshotRecordDir(opts.dataDir),
+  });
   const scheduler = new Scheduler({
     catalog,
     runner,

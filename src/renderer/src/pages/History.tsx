@@ -7,6 +7,7 @@ import { useApp } from '../stores/app';
 import { Badge, Empty } from '../components/ui';
 import { ThroughputCharts } from '../components/Charts';
 import { bytes, dateTime, duration } from '../format';
+import { SnapshotCard } from '../components/SnapshotFields';
 
 export function HistoryPage({ runId }: { runId?: string }) {
   const { history, details, loadHistory, loadDetail } = useRuns();
@@ -93,6 +94,7 @@ export function HistoryPage({ runId }: { runId?: string }) {
                   </ul>
                 </div>
               ) : null}
+              {detail.snapshots ? <SnapshotCard snapshots={detail.snapshots} /> : null}
               {detail.requests ? <RequestsCard requests={detail.requests} /> : null}
               <div className="card">
                 <h3 className="section-title">Log</h3>

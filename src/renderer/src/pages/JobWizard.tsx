@@ -18,6 +18,14 @@ import { useApp } from '../stores/app';
 import { useJobs } from '../stores/jobs';
 import { FolderInput } from '../components/DirBrowser';
 import { Field } from '../components/ui';
+import {
+  SnapshotFields,
+  defaultSnapshotForm,
+  snapshotFormOf,
+  snapshotModeText,
+  snapshotOptionsOf,
+  type SnapshotForm,
+} from '../components/SnapshotFields';
 import { Icon } from '../components/Icon';
 import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
 import { SpeedTestPanel } from '../components/SpeedTest';
@@ -58,6 +66,8 @@ interface Form {
   workers: number | undefined;
   /** VM disks, databases and mail stores in fixed-size blocks (block-level incrementals). */
   blockFiles: boolean;
+  /** Filesystem snapshot and pre/post-commands (components/SnapshotFields). */
+  hooks: SnapshotForm;
 }
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
@@ -172,6 +182,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     readLimitMBps: 0,
     workers: undefined,
     blockFiles: true,
+    hooks: defaultSnapshotForm,
   });
   const set = (patch: Partial<Form>) => {
     setForm((f) => ({ ...f, ...patch }));
@@ -226,6 +237,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
           blockFiles: j.options.blockFiles !== false,
+          hooks: snapshotFormOf(j.options),
         }));
       })
       .catch((err) => toast('error', errorMessage(err)));
@@ -248,6 +260,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         readLimitMBps: form.readLimitMBps || undefined,
         workers: form.workers,
         blockFiles: form.blockFiles,
+        ...snapshotOptionsOf(form.hooks),
       },
       password: editing ? 'unchanged-password' : form.password,
       secretAccessKey: form.destKind === 's3' && form.s3Secret ? form.s3Secret : undefined,
@@ -751,6 +764,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 (64 MiB+: incrementals read and store only the blocks that changed)
               </span>
             </label>
+            <SnapshotFields value={form.hooks} onChange={(hooks) => set({ hooks })} />
           </div>
         )}
 
@@ -792,6 +806,12 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 .filter(([, v]) => v)
                 .map(([k, v]) => `${k.replace('keep', '')}: ${v}`)
                 .join(' · ') || 'Keep everything'}
+            </dd>
+            <dt>Open files</dt>
+            <dd>
+              Snapshot: {snapshotModeText(form.hooks.snapshot)}
+              {form.hooks.preCommand.trim() ? ` · before: ${form.hooks.preCommand.trim()}` : ''}
+              {form.hooks.postCommand.trim() ? ` · after: ${form.hooks.postCommand.trim()}` : ''}
             </dd>
           </dl>
         )}
