@@ -134,11 +134,12 @@ std::wstring Wide(const std::string& s) {
 
 // Opens (creating) `path` for reading and writing; with `unbuffered`, past the system's cache and the
 // disk's write cache (DiskSpd's -Sh). Returns 0 or an errno.
-int OpenFile(const std::string& path, bool unbuffered, Fd* fd, bool* direct, std::string* note) {
+int OpenFile(const std::string& path, bool create, bool unbuffered, Fd* fd, bool* direct, std::string* note) {
   std::wstring w = Wide(path);
+  const DWORD disposition = create ? OPEN_ALWAYS : OPEN_EXISTING;
   DWORD share = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
   if (unbuffered) {
-    *fd = CreateFileW(w.c_str(), GENERIC_READ | GENERIC_WRITE, share, nullptr, OPEN_ALWAYS,
+    *fd = CreateFileW(w.c_str(), GENERIC_READ | GENERIC_WRITE, share, nullptr, disposition,
                       FILE_ATTRIBUTE_NORMAL | FILE_FLAG_NO_BUFFERING | FILE_FLAG_WRITE_THROUGH, nullptr);
     if (*fd != INVALID_HANDLE_VALUE) {
       *direct = true;
@@ -148,7 +149,7 @@ int OpenFile(const std::string& path, bool unbuffered, Fd* fd, bool* direct, std
     if (e != ERROR_INVALID_PARAMETER && e != ERROR_NOT_SUPPORTED) return ErrnoOfWin(e);
     *note = "the filesystem refused FILE_FLAG_NO_BUFFERING: measured through the system cache";
   }
-  *fd = CreateFileW(w.c_str(), GENERIC_READ | GENERIC_WRITE, share, nullptr, OPEN_ALWAYS,
+  *fd = CreateFileW(w.c_str(), GENERIC_READ | GENERIC_WRITE, share, nullptr, disposition,
                     FILE_ATTRIBUTE_NORMAL, nullptr);
   if (*fd == INVALID_HANDLE_VALUE) return ErrnoOfWin(GetLastError());
   *direct = false;
@@ -180,8 +181,8 @@ void AlignedFree(void* p) { _aligned_free(p); }
 using Fd = int;
 const Fd kNoFd = -1;
 
-int OpenFile(const std::string& path, bool unbuffered, Fd* fd, bool* direct, std::string* note) {
-  int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+int OpenFile(const std::string& path, bool create, bool unbuffered, Fd* fd, bool* direct, std::string* note) {
+  int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
 #ifdef O_DIRECT
   if (unbuffered) {
     *fd = open(path.c_str(), flags | O_DIRECT, 0600);
@@ -245,6 +246,9 @@ struct Params {
   int64_t durationNs = 0;
   // one pass over each worker's region, then stop (laying the file out); else until the duration ends
   bool onePass = false;
+  // create the file (laying it out); a pattern opens the file that is there, so a test file removed
+  // meanwhile (a cancel, a vanished destination) is not made again
+  bool create = false;
   bool unbuffered = true;
   bool forceThreads = false;
   uint32_t trace = 0;
@@ -287,6 +291,8 @@ struct Run {
     stop.store(true);
   }
 
+  // (each worker thread's first operation is issued whatever the time: a thread that started late on a
+  // busy machine still measures something)
   bool Expired(int64_t now) const { return !p.onePass && now >= deadlineNs; }
 
   // Chooses the next operation of worker `w`: false when the worker is to stop issuing.
@@ -375,7 +381,7 @@ void ThreadLoop(Run* run, int w, int j) {
   Rng rng(p.seed * 977 + w * 131 + j * 17 + 3);
   bool write = false;
   uint64_t offset = 0;
-  while (!run->Expired(NowNs()) && run->NextOp(w, rng, &write, &offset)) {
+  for (bool first = true; (first || !run->Expired(NowNs())) && run->NextOp(w, rng, &write, &offset); first = false) {
     run->Issued(w, write, offset, p.blockSize, buf);
     int64_t t0 = NowNs();
     int64_t done = 0;
@@ -423,10 +429,10 @@ void AioLoop(Run* run, int w, aio_context_t ctx) {
   std::vector<struct iocb*> ready;
   std::vector<struct io_event> events(depth);
   long inFlight = 0;
-  auto prepare = [&](int i, int64_t now) {
+  auto prepare = [&](int i, int64_t now, bool first) {
     Slot& s = slots[i];
     uint64_t offset = 0;
-    if (run->Expired(now) || !run->NextOp(w, rng, &s.write, &offset)) return;
+    if ((!first && run->Expired(now)) || !run->NextOp(w, rng, &s.write, &offset)) return;
     memset(&s.cb, 0, sizeof s.cb);
     s.cb.aio_data = static_cast<uint64_t>(i);
     s.cb.aio_lio_opcode = s.write ? IOCB_CMD_PWRITE : IOCB_CMD_PREAD;
@@ -457,7 +463,7 @@ void AioLoop(Run* run, int w, aio_context_t ctx) {
     ready.clear();
   };
   int64_t now = NowNs();
-  for (int i = 0; i < depth; i++) prepare(i, now);
+  for (int i = 0; i < depth; i++) prepare(i, now, i == 0);
   submit();
   while (inFlight > 0) {
     long n = IoGetevents(ctx, 1, depth, events.data());
@@ -472,7 +478,8 @@ void AioLoop(Run* run, int w, aio_context_t ctx) {
       int i = static_cast<int>(events[k].data);
       Slot& s = slots[i];
       inFlight--;
-      if (run->Done(w, s.write, static_cast<int64_t>(events[k].res), p.blockSize, now - s.start)) prepare(i, now);
+      if (run->Done(w, s.write, static_cast<int64_t>(events[k].res), p.blockSize, now - s.start))
+        prepare(i, now, false);
     }
     submit();
   }
@@ -483,7 +490,7 @@ void AioLoop(Run* run, int w, aio_context_t ctx) {
 // Lays out the run, runs its workers and closes the file; on the run's own thread.
 void Control(std::shared_ptr<Run> run) {
   Params& p = run->p;
-  int err = OpenFile(p.path, p.unbuffered, &run->fd, &run->direct, &run->note);
+  int err = OpenFile(p.path, p.create, p.unbuffered, &run->fd, &run->direct, &run->note);
   if (err) {
     run->Fail(err, kOpOpen);
     run->state.store(2);
@@ -631,7 +638,7 @@ class IoRun : public Napi::ObjectWrap<IoRun> {
   }
 
   // new IoRun({ path, fileSize, blockSize, align, readPercent, random, threads, depth, durationMs,
-  //             onePass, unbuffered, engine: 'auto' | 'threads', trace, seed })
+  //             onePass, create, unbuffered, engine: 'auto' | 'threads', trace, seed })
   explicit IoRun(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IoRun>(info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsObject()) {
@@ -663,6 +670,7 @@ class IoRun : public Napi::ObjectWrap<IoRun> {
     p.depth = static_cast<int>(num("depth", 1));
     p.durationNs = static_cast<int64_t>(num("durationMs", 0) * 1e6);
     p.onePass = flag("onePass", false);
+    p.create = flag("create", false);
     p.unbuffered = flag("unbuffered", true);
     auto engine = o.Get("engine");
     p.forceThreads = engine.IsString() && engine.As<Napi::String>().Utf8Value() == "threads";

@@ -290,6 +290,7 @@ export async function runFolderSpeedTest(
       depth: LAYOUT_DEPTH,
       durationMs: 0,
       onePass: true,
+      create: true,
       unbuffered,
       engine: opts.engine,
       seed: startedAt % 0x7fffffff,
@@ -373,6 +374,8 @@ export async function runFolderSpeedTest(
     signal?.removeEventListener('abort', onAbort);
     emit({ phase: 'cleaning', fraction: 1 });
     await remove();
+    // again, now that no run has it open: a cancel can come while a run is still opening (creating) it
+    await fs.rm(file, { force: true }).catch(() => {});
   }
   emit({ phase: 'done', fraction: 1, patternIndex: count });
   return {
@@ -401,6 +404,7 @@ export async function layOutTestFile(file: string, fileSize: number, unbuffered 
     depth: LAYOUT_DEPTH,
     durationMs: 0,
     onePass: true,
+    create: true,
     unbuffered,
   });
   const f = await run.done;

@@ -25,6 +25,9 @@ export interface IoParams {
   durationMs: number;
   /** One pass over each thread's share of the file, then stop (laying the file out). */
   onePass?: boolean;
+  /** Create the file (laying it out). A pattern opens the file that is there: one removed meanwhile (a
+   *  cancel, a vanished destination) is not made again. */
+  create?: boolean;
   /** Bypass the caches where the platform allows (default true). */
   unbuffered?: boolean;
   /** 'threads': the native engine without AIO; 'node': the JavaScript fallback (tests, comparisons). */
@@ -151,7 +154,7 @@ function jsIoRun(p: IoParams): IoRun {
   };
 
   const done = (async (): Promise<IoFinal> => {
-    const flags = fsConstants.O_RDWR | fsConstants.O_CREAT;
+    const flags = fsConstants.O_RDWR | (p.create ? fsConstants.O_CREAT : 0);
     let fh: fsp.FileHandle | undefined;
     c.direct = false;
     if ((p.unbuffered ?? true) && O_DIRECT !== undefined) {
@@ -188,7 +191,12 @@ function jsIoRun(p: IoParams): IoRun {
         const buf = mem.subarray(0, p.blockSize);
         const next = rng(((p.seed ?? 1) * 977 + w * 131 + j * 17 + 3) >>> 0);
         for (let i = 0; i < buf.length; i += 4) buf.writeUInt32LE(next(), i);
-        while (!stopped && (p.onePass || process.hrtime.bigint() < deadline)) {
+        // (the first operation whatever the time, as the native engine does)
+        for (
+          let first = true;
+          !stopped && (first || p.onePass || process.hrtime.bigint() < deadline);
+          first = false
+        ) {
           let offset: number;
           if (p.random) offset = (next() % randomSlots) * p.align;
           else {
