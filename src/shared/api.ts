@@ -73,7 +73,13 @@ export type Retention = z.infer<typeof retentionSchema>;
 export const localDestinationSchema = z.object({
   kind: z.literal('local'),
   path: z.string().trim().min(1, 'choose a destination folder'),
+  /** Append-only repository: backups never delete or overwrite anything; pruning needs a separate
+   *  maintenance password (chosen when the repository is created). */
+  appendOnly: z.boolean().optional(),
 });
+
+/** S3 object lock of a repository's backup objects (chosen when the repository is created). */
+export const objectLockSchema = z.enum(['governance', 'compliance']);
 
 /**
  * An S3-compatible bucket. The secret access key is never part of a destination (nor of a job): it
@@ -105,6 +111,8 @@ export const s3DestinationSchema = z
     accessKeyId: z.string().trim().min(1, 'enter the access key ID'),
     /** Allow plain http to a host that is not this computer (keys and data travel unprotected). */
     allowInsecureHttp: z.boolean().optional(),
+    /** Lock every backup object against deletion for as long as the retention keeps it. */
+    objectLock: objectLockSchema.optional(),
   })
   .refine((d) => !/^http:/i.test(d.endpoint) || d.allowInsecureHttp === true || isLoopbackUrl(d.endpoint), {
     path: ['endpoint'],
@@ -138,6 +146,14 @@ export const jobOptionsSchema = z.object({
   postCommand: z.string().trim().max(4000).optional(),
   /** Seconds each command may take (default 600). */
   hookTimeoutSec: z.number().int().min(1).max(86_400).optional(),
+  /** Restore tests after backups: a random sample of files restored into a temporary folder and
+   *  compared with the stored hashes, every `everyDays` days (0: after every backup); absent: none. */
+  restoreTest: z
+    .object({
+      everyDays: z.number().int().min(0, 'use 0 or more days').max(365),
+      files: z.number().int().min(1, 'test at least one file').max(10_000),
+    })
+    .optional(),
 });
 export type JobOptions = z.infer<typeof jobOptionsSchema>;
 
@@ -157,6 +173,8 @@ export const jobInputSchema = z.object({
   password: z.string().min(8, 'use a password of at least 8 characters'),
   /** The S3 secret access key, for an S3 destination (stored in the secret store, never in the job). */
   secretAccessKey,
+  /** A new append-only repository's maintenance password (needed to prune; never stored). */
+  maintenancePassword: z.string().min(8, 'use a maintenance password of at least 8 characters').optional(),
 });
 export type JobInput = z.input<typeof jobInputSchema>;
 
@@ -354,6 +372,7 @@ export type Phase =
   | 'indexing'
   | 'prune'
   | 'verify'
+  | 'restore-test'
   | 'done';
 
 /** A run in progress, as the Live run page and the tray show it. */
@@ -383,6 +402,89 @@ export interface JobSummary extends Job {
   running: boolean;
   /** The last repository check made in this session, if any. */
   lastCheck?: CheckSummary;
+  /** The newest mass-change alarm of this job nobody dismissed (possible ransomware), if any. */
+  alarm?: AlarmInfo;
+  /** The job's newest restore test, if any. */
+  lastRestoreTest?: RestoreTestSummary;
+}
+
+/**
+ * A backup whose changes looked like mass encryption (ransomware): the snapshot is kept, and it and every
+ * older snapshot of its computer are held from deletion until the user dismisses the alarm.
+ */
+export interface AlarmInfo {
+  jobId: string;
+  jobName: string;
+  snapshotId: string;
+  time: string;
+  host: string;
+  /** Files whose change looked like encryption, and how many raise the alarm. */
+  suspicious: number;
+  threshold: number;
+  /** What changed, in sentences. */
+  reasons: string[];
+  /** Some of the files, with what happened to them. */
+  examples: { path: string; what: string }[];
+  /** Snapshots this alarm holds from deletion (itself and the older ones of its computer). */
+  held: number;
+  /** Set once the user dismissed it. */
+  dismissed?: { at: string; host: string; note?: string };
+}
+
+/** A restore test: a sample of a snapshot restored into a temporary folder and compared with its hashes. */
+export interface RestoreTestSummary {
+  id: string;
+  jobId: string;
+  jobName: string;
+  /** The backup run it followed; absent: made on demand. */
+  runId?: string;
+  snapshotId: string;
+  trigger: 'schedule' | 'manual';
+  /** passed: everything matched; failed: something did not restore correctly; error: no test was made. */
+  status: 'passed' | 'failed' | 'error';
+  startedAt: string;
+  endedAt: string;
+  files: number;
+  bytes: number;
+  blockFiles: number;
+  /** Every block file of the snapshot was restored (the monthly test). */
+  allBlockFiles: boolean;
+  failures: { path: string; message: string }[];
+  skipped: { path: string; reason: string }[];
+  error?: WireError;
+}
+
+/** What a repair of a job's repository did (or, as a dry run, would do). */
+export interface RepairSummary {
+  repairedAt: string;
+  dryRun: boolean;
+  /** Nothing needed repairing. */
+  clean: boolean;
+  damagedPacks: number;
+  missingPacks: number;
+  damagedIndexFiles: number;
+  /** Sound blobs copied out of damaged packs. */
+  blobsSalvaged: number;
+  /** Lost blobs read again from the files on this computer. */
+  blobsFromSources: number;
+  /** Blobs some snapshot needed that could not be saved. */
+  blobsLost: number;
+  snapshotsRebuilt: number;
+  snapshotsRemoved: number;
+  snapshotsRecovered: number;
+  /** What could not be saved ("snapshot:/path"), capped; `lostCount` is exact. */
+  lost: { where: string; kind: 'file' | 'folder' | 'snapshot'; reason: string }[];
+  lostCount: number;
+  /** The check made after the repair. */
+  check?: CheckSummary;
+}
+
+/** A repair in progress. */
+export interface RepairProgress {
+  jobId: string;
+  phase: 'packs' | 'snapshots' | 'sources' | 'rebuild' | 'writing' | 'cleanup' | 'check';
+  done: number;
+  total: number;
 }
 
 export interface SnapshotInfo {
@@ -394,6 +496,8 @@ export interface SnapshotInfo {
   files: number;
   totalBytes: number;
   newBytes: number;
+  /** This backup raised a mass-change alarm (its changes looked like encryption). */
+  suspect?: boolean;
 }
 
 /** A computer that has written snapshots into a repository. */
@@ -673,6 +777,13 @@ export const argSchemas = {
   'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
   'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
   'jobs.maintenance': z.object({ id }).strict(),
+  /** A restore test of the job's newest snapshot now (`allBlockFiles`: every block file too). */
+  'jobs.testRestore': z.object({ id, allBlockFiles: z.boolean().optional() }).strict(),
+  /** Repairs the job's repository (waits for nothing: fails while a backup holds it). */
+  'jobs.repair': z.object({ id, dryRun: z.boolean().optional() }).strict(),
+  'restoreTests.list': z
+    .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
+    .strict(),
   /** Tries a destination before it is saved. On the edit page, a blank secret with `jobId` uses the stored one. */
   'destinations.test': z
     .object({ destination: destinationSchema, secretAccessKey, jobId: id.optional() })
@@ -715,6 +826,10 @@ export const argSchemas = {
     .strict(),
   'restore.get': z.object({ id }).strict(),
   'restore.cancel': z.object({ id }).strict(),
+  /** Mass-change alarms of one job or of all jobs (by default only those nobody dismissed). */
+  'alarms.list': z.object({ jobId: id.optional(), includeDismissed: z.boolean().optional() }).strict(),
+  /** The user says the changes were theirs: retention applies to the held snapshots again. */
+  'alarms.dismiss': z.object({ jobId: id, snapshotId: id, note: z.string().max(500).optional() }).strict(),
   /** Starts a speed test of a destination (before it is saved, or a job's: `jobId` gives the estimate its
    *  sources and last runs, and lends a blank secret the stored one). `sources`: a new job's folders. */
   'speedtests.start': z
@@ -765,6 +880,9 @@ export interface ApiResults {
   'jobs.previewRetention': RetentionPreview;
   'jobs.check': CheckSummary;
   'jobs.maintenance': MaintenanceInfo | null;
+  'jobs.testRestore': RestoreTestSummary;
+  'jobs.repair': RepairSummary;
+  'restoreTests.list': RestoreTestSummary[];
   'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;
@@ -780,6 +898,8 @@ export interface ApiResults {
   'restore.start': RestoreStatus;
   'restore.get': RestoreStatus;
   'restore.cancel': { cancelled: true };
+  'alarms.list': AlarmInfo[];
+  'alarms.dismiss': AlarmInfo;
   'speedtests.start': SpeedTestStatus;
   'speedtests.get': SpeedTestStatus;
   'speedtests.cancel': { cancelled: true };
@@ -797,6 +917,11 @@ export interface ApiEvents {
   'jobs.changed': { jobId: string | null };
   'restore.progress': RestoreStatus;
   'settings.changed': Settings;
+  /** A backup's changes looked like mass encryption (possible ransomware). */
+  'alarm.raised': AlarmInfo;
+  /** A restore test ended (after a backup or on demand), whatever its verdict. */
+  'restoreTest.finished': RestoreTestSummary;
+  'repair.progress': RepairProgress;
   /** A speed test moved (at most a few times a second) or ended. */
   'speedtest.progress': SpeedTestStatus;
 }

@@ -22,6 +22,7 @@ export const GLOBAL_VALUE_OPTIONS = [
   '--password-file',
   '--limit-upload',
   '--limit-download',
+  '--maintenance-password-file',
 ];
 
 /** The command of a command line (its first operand after the global options) and its --workers. */

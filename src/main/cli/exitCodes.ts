@@ -7,6 +7,7 @@ export const EXIT = {
   USAGE: 2,
   WARNINGS: 3, // completed with warnings (files skipped / some files not restored)
   DAMAGED: 4, // check found problems
+  ALARM: 5, // the backup was saved, but its changes look like mass encryption (tidemark alarm list)
   WRONG_PASSWORD: 10,
   LOCKED: 11,
   NO_REPO: 12,
@@ -19,6 +20,8 @@ export function exitCodeFor(err: unknown): number {
   const code = err instanceof TidemarkError ? err.code : (err as { code?: string })?.code;
   switch (code) {
     case 'WRONG_PASSWORD':
+    case 'WRONG_MAINTENANCE_PASSWORD':
+    case 'APPEND_ONLY': // the maintenance password is missing
       return EXIT.WRONG_PASSWORD;
     case 'REPO_LOCKED':
       return EXIT.LOCKED;

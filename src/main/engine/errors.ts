@@ -112,3 +112,19 @@ export class ObjectExistsError extends TidemarkError {
     super('OBJECT_EXISTS', `${what} already exists`);
   }
 }
+/** An append-only repository refused to delete or rewrite something (prune, forget, a key change):
+ *  that needs its maintenance password (repo/immutability.ts). */
+export class AppendOnlyError extends TidemarkError {
+  constructor(what: string) {
+    super(
+      'APPEND_ONLY',
+      `this repository is append-only: ${what} needs its maintenance password (--maintenance-password-file, or TIDEMARK_MAINTENANCE_PASSWORD)`,
+    );
+  }
+}
+/** The maintenance password of an append-only repository did not match. */
+export class WrongMaintenancePasswordError extends TidemarkError {
+  constructor() {
+    super('WRONG_MAINTENANCE_PASSWORD', 'wrong maintenance password: nothing was deleted');
+  }
+}

@@ -44,6 +44,7 @@ import {
 } from '../workers/protocol.js';
 import { Excluder, HintPlan, entryStat, metadataNode, unchangedFile, type EntryStat } from '../scan/index.js';
 import { blockIdsOf, contentCount, contentIds, hasContent, nameBytes } from '../repo/tree.js';
+import { MassChangeWatch, describeVerdict, massChangeVerdict } from '../alarm/index.js';
 import {
   blockPolicy,
   joinStripes,
@@ -232,6 +233,16 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     await repo.loadIndex(true); // pick up what other writers added
     const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
+    // the mass-change alarm learns what changed from the walk (engine/alarm; nothing to compare without a parent)
+    const watch = parent
+      ? new MassChangeWatch({
+          index: { get: (id) => repo.index.get(id) },
+          compressionLevel: opts.compressionLevel ?? cfg.compressionLevel,
+          filesBefore: parent.stats.files,
+          parentTime: parent.time,
+          journalDirtyDirs: hint ? opts.changeHint!.dirtyDirs.size : undefined,
+        })
+      : undefined;
     // Block tracking's ranges may still be on their way (see ChangeHint.changedRanges): awaited when a
     // large file is read and before the snapshot is written. Without them a changed file is read whole.
     const rangesReady = rangesArriving.then((r) => {
@@ -635,6 +646,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
           node.size = r.size;
         }
         if (!node.blockIds && node.blockBase === undefined) node.content = r.content;
+        watch?.read(show(abs), node, prev, view.read(abs) === abs ? undefined : show(view.read(abs)));
         return node;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
@@ -897,6 +909,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
       const prevTree = prevTreeId ? await repo.loadTree(prevTreeId, { joinLists: false }) : undefined;
       const prevNodes = byName(prevTree);
       const pendingNodes: Promise<TreeNode | undefined>[] = [];
+      let matched = 0; // previous entries still here (fewer: some were removed)
       for (let i = 0; i < names.length; i++) {
         throwIfAborted(signal);
         if (!kept[i]) continue;
@@ -908,6 +921,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
           continue;
         }
         const prev = prevNodes.get(names[i].toString('latin1'));
+        if (prev) matched++;
         const p = saveEntry(childAbs, names[i], st, prev, mode);
         if (st.type === 'dir') {
           // A few folders are walked at once (so small files from several of them keep both workers
@@ -920,6 +934,9 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
         }
         pendingNodes.push(p);
       }
+      // the mass-change alarm pairs new files with removed ones (only folders that lost entries)
+      if (watch && prevTree && matched < prevTree.nodes.length)
+        watch.listed(show(abs), names.map(show), prevTree.nodes);
       const nodes = (await Promise.all(pendingNodes)).filter((n): n is TreeNode => !!n);
       if (
         prevTree &&
@@ -1024,6 +1041,10 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
       scanMode,
     };
     await repo.flush();
+    if (watch) {
+      snapshot.massChange = await massChangeVerdict(watch, parent!);
+      log(describeVerdict(snapshot.massChange));
+    }
     lock.assertHeld('the backup');
     snapshot.stats.storedBytes = repo.stats.storedBytes - statsAtStart.storedBytes;
     snapshot.stats.durationMs = Date.now() - started;
@@ -1036,6 +1057,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
       snapshot: { ...snapshot, id: snapshotId },
       skipped,
       status: skipped.length ? 'completed-with-warnings' : 'completed',
+      ...(snapshot.massChange ? { massChange: snapshot.massChange } : {}),
       counters,
     };
   } catch (err) {

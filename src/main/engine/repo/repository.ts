@@ -27,6 +27,16 @@ import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type Pack
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree, TreeNode } from './types.js';
+import { listDismissals, type AlarmDismissal } from './holds.js';
+import {
+  assertMayDelete,
+  enforceImmutability,
+  newImmutability,
+  unlockMaintenance,
+  type Immutability,
+  type ImmutabilityOptions,
+  lockingStore,
+} from './immutability.js';
 
 export const FORMAT_VERSION = 1;
 /** Packs a backup writes at once where its backend does not say (Backend.writeConcurrency): an object
@@ -57,9 +67,11 @@ export interface RepoConfig {
   chunkerSeed: string;
   compressionLevel: number;
   packSize: number;
+  /** S3 object lock and/or append-only (immutability.ts); absent: neither. */
+  immutability?: Immutability;
 }
 
-export interface InitOptions {
+export interface InitOptions extends ImmutabilityOptions {
   chunker?: Partial<ChunkerParams>;
   compressionLevel?: number;
   packSize?: number;
@@ -109,8 +121,10 @@ export class Repository {
   ) {}
 
   static async init(backend: Backend, password: string, opts: InitOptions = {}): Promise<Repository> {
+    const immutability = await newImmutability(backend, opts, password, opts.kdf);
     await backend.init();
     if (await backend.exists()) throw new RepoExistsError(backend.location);
+    if (immutability?.objectLock) await lockingStoreOf(backend).verifyObjectLock();
     const master = newMasterKey();
     const config: RepoConfig = {
       version: FORMAT_VERSION,
@@ -120,12 +134,13 @@ export class Repository {
       chunkerSeed: crypto.randomBytes(32).toString('hex'),
       compressionLevel: opts.compressionLevel ?? DEFAULT_LEVEL,
       packSize: opts.packSize ?? DEFAULT_PACK_SIZE,
+      ...(immutability ? { immutability } : {}),
     };
     const keyId = await writeKey(backend, master, password, opts.kdf);
     await backend.save('config', 'config', encodeObject(master, Buffer.from(JSON.stringify(config))), {
       ifNotExists: true,
     });
-    return new Repository(backend, master, config, keyId);
+    return new Repository(enforceImmutability(backend, immutability), master, config, keyId);
   }
 
   static async open(backend: Backend, password: string): Promise<Repository> {
@@ -135,7 +150,24 @@ export class Repository {
       decodeObject(master, await backend.load('config', 'config'), 'config').toString('utf8'),
     ) as RepoConfig;
     if (config.version !== FORMAT_VERSION) throw new UnsupportedVersionError(config.version);
-    return new Repository(backend, master, config, keyId);
+    return new Repository(enforceImmutability(backend, config.immutability), master, config, keyId);
+  }
+
+  // ---- immutability (immutability.ts) ------------------------------------------------------
+
+  /** Whether this repository's history is protected (S3 object lock, append-only). */
+  get immutability(): Immutability | undefined {
+    return this.config.immutability;
+  }
+
+  /** Append-only: checks the maintenance password and allows prune, forget and key changes from now on. */
+  unlockMaintenance(password: string): Promise<void> {
+    return unlockMaintenance(this.backend, this.config.immutability, password);
+  }
+
+  /** Throws AppendOnlyError when `what` would delete from an append-only repository not unlocked. */
+  assertMayDelete(what: string): void {
+    assertMayDelete(this.backend, this.config.immutability, what);
   }
 
   // ---- keys -------------------------------------------------------------------------------
@@ -149,6 +181,7 @@ export class Repository {
   }
 
   async removeKey(id: string): Promise<void> {
+    this.assertMayDelete('removing a key');
     const keys = await this.listKeys();
     const match = keys.filter((k) => k.id.startsWith(id));
     if (match.length !== 1) throw new NotFoundError(`key ${id}`);
@@ -163,6 +196,7 @@ export class Repository {
 
   /** Replaces the key that opened the repository with one for a new password. */
   async changePassword(password: string, kdf?: InitOptions['kdf']): Promise<string> {
+    this.assertMayDelete('changing the password (its old key is removed)');
     const id = await writeKey(this.backend, this.key, password, kdf);
     await this.backend.remove('keys', this.keyId);
     (this as { keyId: string }).keyId = id;
@@ -591,6 +625,11 @@ export class Repository {
     return this.loadSnapshot(matches[0]);
   }
 
+  /** The dismissals of mass-change alarms (holds.ts). */
+  listDismissals(): Promise<AlarmDismissal[]> {
+    return listDismissals(this);
+  }
+
   async removeSnapshot(id: ID): Promise<void> {
     await this.backend.remove('snapshots', id);
   }
@@ -629,4 +668,10 @@ export const openRepository = Repository.open;
 /** Orders two strings by their UTF-16 code units (what `<` compares), not by a locale's collation. */
 function codeUnitOrder(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function lockingStoreOf(backend: Backend) {
+  const store = lockingStore(backend);
+  if (!store) throw new TidemarkError('INTERNAL', 'object lock without a locking store');
+  return store;
 }

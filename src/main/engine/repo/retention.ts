@@ -16,6 +16,8 @@ import { BlobType, type BlobLocation } from './blobIndex.js';
 import { decodeIndex, type IndexPack } from './indexFile.js';
 import { DEFAULT_LEASE_MS, storeClock } from './lock.js';
 import { decodeObject } from './objects.js';
+import { heldSnapshots, holdReason, listDismissals } from './holds.js';
+import { lockingStore } from './immutability.js';
 
 export interface ForgetOptions {
   dryRun?: boolean;
@@ -31,14 +33,21 @@ export async function forget(
   policy: RetentionPolicy,
   opts: ForgetOptions = {},
 ): Promise<ForgetDecision> {
+  if (!opts.dryRun) repo.assertMayDelete('forget');
   let all = await repo.listSnapshots();
+  // whatever the policy says, a mass-change alarm nobody dismissed holds the snapshots before it (holds.ts)
+  const held = heldSnapshots(all, await listDismissals(repo));
   if (opts.host) all = all.filter((s) => s.host === opts.host);
   if (opts.job) all = all.filter((s) => s.job === opts.job);
   const decision: ForgetDecision = { keep: [], remove: [] };
   for (const group of groupSnapshots(all, opts.groupBy).values()) {
     const d = applyRetentionPolicy(group, policy, opts.now);
     decision.keep.push(...d.keep);
-    decision.remove.push(...d.remove);
+    for (const s of d.remove) {
+      const alarm = held.get(s.id);
+      if (alarm) decision.keep.push({ snapshot: s, reasons: [holdReason(alarm)] });
+      else decision.remove.push(s);
+    }
   }
   if (!opts.dryRun) for (const s of decision.remove) await repo.removeSnapshot(s.id);
   return decision;
@@ -85,6 +94,7 @@ export async function usedBlobs(
 }
 
 export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<PruneResult> {
+  if (!opts.dryRun) repo.assertMayDelete('prune');
   const lock = await repo.lock(true, 'prune', opts.leaseMs, opts.lockWaitMs);
   try {
     await repo.loadIndex(true); // pick up what other writers added
@@ -217,6 +227,13 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
       if (f !== fullIndex) await repo.backend.remove('index', f);
     for (const p of [...remove, ...repack]) await repo.backend.remove('data', p);
     repo.invalidateIndex();
+    // S3 object lock: what is current stays locked for the whole period; removed versions are freed once
+    // their lock runs out (the store kept them: a delete only put a marker on top)
+    const store = repo.immutability?.objectLock ? lockingStore(repo.backend) : undefined;
+    if (store) {
+      const extended = await store.extendObjectLocks();
+      result.objectLock = { extended, ...(await store.purgeExpiredVersions()) };
+    }
     return result;
   } finally {
     await lock.release().catch(() => {});

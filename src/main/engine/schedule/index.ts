@@ -9,7 +9,10 @@
  *   shutdown, never overlaps runs of one job, one writer per repository, bounded concurrency, an
  *   injected clock.
  * - runner.ts: one run of a job — backup with per-second samples, skipped entries, retention, catalog
- *   indexing, prune on the repository's schedule, optional verify — against an injected JobEngine.
+ *   indexing, prune on the repository's schedule, optional verify, a restore test when due — against an
+ *   injected JobEngine.
+ * - restoreTests.ts: when a job's restore test is due (every N days; every block file monthly), running
+ *   and recording one.
  * - engine.ts: the real engine behind JobEngine (repository secrets from a SecretStore).
  * - events.ts: typed run events (started/progress/phase/finished/failed/missed/skipped) for the app.
  * - system.ts: createJobSystem() wires catalog, runner, scheduler and events in one call.
@@ -23,3 +26,4 @@ export * from './runner.js';
 export * from './events.js';
 export * from './engine.js';
 export * from './system.js';
+export * from './restoreTests.js';
