@@ -278,6 +278,10 @@ struct Run {
   std::atomic<int> errorOp{0};
   std::atomic<int> state{0};  // 0 opening, 1 running, 2 done
   std::atomic<int64_t> startNs{0}, endNs{0}, syncNs{0};
+  // The measured span: from the first operation issued to the last one finished, taken by the workers
+  // themselves (as fio times its jobs). The run's own start and end also hold the threads' start-up and
+  // the controller's wake-up after the join, tens of milliseconds each on a busy machine.
+  std::atomic<int64_t> firstIssueNs{0}, lastDoneNs{0};
   int64_t deadlineNs = 0;
   uint64_t regionLen = 0;  // each worker's share of the file for sequential patterns
   uint64_t blocksPerRegion = 0;
@@ -314,6 +318,10 @@ struct Run {
 
   void Issued(int w, bool write, uint64_t offset, uint64_t len, const uint8_t* buf) {
     Stats& st = *stats[w];
+    if (firstIssueNs.load(std::memory_order_relaxed) == 0) {
+      int64_t zero = 0;
+      firstIssueNs.compare_exchange_strong(zero, NowNs());
+    }
     if (offset % p.align || len % p.align || reinterpret_cast<uintptr_t>(buf) % p.align)
       st.misaligned.fetch_add(1, std::memory_order_relaxed);
     uint64_t n = st.inFlight.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -335,6 +343,10 @@ struct Run {
   bool Done(int w, bool write, int64_t result, uint64_t len, int64_t latencyNs) {
     Stats& st = *stats[w];
     st.inFlight.fetch_sub(1, std::memory_order_relaxed);
+    int64_t now = NowNs();
+    for (int64_t last = lastDoneNs.load(std::memory_order_relaxed);
+         now > last && !lastDoneNs.compare_exchange_weak(last, now, std::memory_order_relaxed);) {
+    }
     if (result < 0) {
       Fail(static_cast<int>(-result), write ? kOpWrite : kOpRead);
       return false;
@@ -539,6 +551,12 @@ void Control(std::shared_ptr<Run> run) {
     if (e) run->Fail(e, kOpSync);
   }
   run->endNs.store(NowNs());
+  // the span measured: first issue to last completion, and a buffered run's flush after it
+  int64_t first = run->firstIssueNs.load(), last = run->lastDoneNs.load();
+  if (first && last >= first) {
+    run->startNs.store(first);
+    run->endNs.store(last + run->syncNs.load());
+  }
   CloseFile(run->fd);
   run->fd = kNoFd;
   run->state.store(2);
@@ -590,7 +608,9 @@ Napi::Object Snapshot(Napi::Env env, const Run& run, bool full) {
     maxInFlight = std::max<uint64_t>(maxInFlight, s->maxInFlight.load());
   }
   int state = run.state.load();
-  int64_t start = run.startNs.load();
+  // while running: since the first operation (before it, nothing has been measured)
+  int64_t first = run.firstIssueNs.load();
+  int64_t start = state == 2 ? run.startNs.load() : first;
   int64_t end = state == 2 ? run.endNs.load() : NowNs();
   auto o = Napi::Object::New(env);
   o.Set("state", state == 0 ? "opening" : state == 1 ? "running" : "done");

@@ -144,6 +144,8 @@ function jsIoRun(p: IoParams): IoRun {
   let traced = 0;
   let stopped = false;
   let start = 0n;
+  let firstIssue = 0n;
+  let lastDone = 0n;
   let syncNs = 0;
   const regionLen = Math.floor(p.fileSize / p.threads / p.blockSize) * p.blockSize;
   const blocksPerRegion = regionLen / p.blockSize;
@@ -210,6 +212,7 @@ function jsIoRun(p: IoParams): IoRun {
           c.maxInFlight = Math.max(c.maxInFlight, ++inFlight.n);
           if (traced < (p.trace ?? 0)) trace.set([write ? 1 : 0, offset, p.blockSize, w], traced++ * 4);
           const t0 = process.hrtime.bigint();
+          firstIssue ||= t0;
           let n: number;
           try {
             n = write
@@ -221,7 +224,8 @@ function jsIoRun(p: IoParams): IoRun {
             break;
           }
           inFlight.n--;
-          const ns = Number(process.hrtime.bigint() - t0);
+          lastDone = process.hrtime.bigint();
+          const ns = Number(lastDone - t0);
           if (n !== p.blockSize) {
             fail(write ? 28 /* ENOSPC */ : 5 /* EIO */, write ? 'write' : 'read');
             break;
@@ -250,7 +254,8 @@ function jsIoRun(p: IoParams): IoRun {
         syncNs = Number(process.hrtime.bigint() - t0);
       }
     } finally {
-      c.elapsedNs = start ? Number(process.hrtime.bigint() - start) : 0;
+      // first operation issued to the last one finished (and a buffered run's flush), as the native engine
+      c.elapsedNs = firstIssue && lastDone ? Number(lastDone - firstIssue) + syncNs : 0;
       await fh.close().catch(() => {});
       for (const b of buffers) giveAligned(b);
       c.state = 'done';
@@ -260,7 +265,8 @@ function jsIoRun(p: IoParams): IoRun {
   return {
     poll: () => ({
       ...c,
-      elapsedNs: c.state === 'running' && start ? Number(process.hrtime.bigint() - start) : c.elapsedNs,
+      elapsedNs:
+        c.state === 'running' && firstIssue ? Number(process.hrtime.bigint() - firstIssue) : c.elapsedNs,
     }),
     stop: () => {
       stopped = true;
