@@ -195,6 +195,42 @@ export const settingsSchema = z.object({
 });
 export type Settings = z.infer<typeof settingsSchema>;
 
+/** Speed-test patterns: the DiskSpd simulations and Tidemark's own on a folder; object patterns on S3. */
+export const SPEED_TEST_DISK_PATTERNS = [
+  'active-full',
+  'synthetic-full',
+  'reverse-incremental',
+  'restore',
+  'pack',
+  'small-file-restore',
+] as const;
+export const SPEED_TEST_S3_PATTERNS = ['pack-put', 'pack-get', 'small-get'] as const;
+export const speedTestPatternSchema = z.enum([...SPEED_TEST_DISK_PATTERNS, ...SPEED_TEST_S3_PATTERNS]);
+export type SpeedTestPatternId = z.infer<typeof speedTestPatternSchema>;
+
+export const speedTestSettingsSchema = z
+  .object({
+    patterns: z.array(speedTestPatternSchema).min(1, 'pick at least one pattern').optional(),
+    /** Test file (folders): whole MiB, at least 16 (default 1024, like DiskSpd's -c1G). */
+    fileSizeMiB: z.number().int().min(16, 'use a test file of at least 16 MiB').max(1_048_576).optional(),
+    /** Block size of the DiskSpd patterns (presets 256 / 512 / 4096: WAN / LAN / local). */
+    blockSizeKiB: z
+      .number()
+      .int()
+      .min(4)
+      .max(65536)
+      .refine((v) => v % 4 === 0, 'use a multiple of 4 KiB')
+      .optional(),
+    /** Seconds per pattern. */
+    durationSec: z.number().min(0.1).max(3600).optional(),
+    threads: z.number().int().min(1).max(64).optional(),
+    queueDepth: z.number().int().min(1).max(256).optional(),
+    /** S3: requests in flight to measure at (default 1, 4, 8). */
+    inFlight: z.array(z.number().int().min(1).max(64)).min(1).optional(),
+  })
+  .strict();
+export type SpeedTestSettings = z.infer<typeof speedTestSettingsSchema>;
+
 // ---------------------------------------------------------------------------------------------
 // Values the engine sends
 
@@ -561,6 +597,111 @@ export interface DestinationTestResult {
   summary: string;
 }
 
+export interface SpeedTestLatency {
+  /** Microseconds; null where no operation of that kind ran. */
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
+/** What one pattern measured. */
+export interface SpeedTestPatternResult {
+  pattern: SpeedTestPatternId;
+  label: string;
+  blockSize: number;
+  align: number;
+  readPercent: number;
+  random: boolean;
+  threads: number;
+  /** Operations (S3: requests) in flight per thread. */
+  depth: number;
+  elapsedMs: number;
+  reads: number;
+  writes: number;
+  bytesRead: number;
+  bytesWritten: number;
+  mibps: number;
+  readMibps: number;
+  writeMibps: number;
+  iops: number;
+  latencyUs: SpeedTestLatency;
+  readLatencyUs: SpeedTestLatency;
+  writeLatencyUs: SpeedTestLatency;
+  /** Folders: whether the caches were bypassed (O_DIRECT …), by which engine, and why not. */
+  direct?: boolean;
+  engine?: 'aio' | 'threads' | 'node' | 's3';
+  note?: string;
+}
+
+export interface SpeedTestSample {
+  /** ms since the test started */
+  t: number;
+  pattern: SpeedTestPatternId;
+  mibps: number;
+  iops: number;
+}
+
+/** A time at a measured rate, and where the rate comes from. */
+export interface SpeedTestTime {
+  ms: number;
+  mibps: number;
+  basis: SpeedTestPatternId;
+  inFlight: number;
+}
+
+/** A finished backup run of the job and the rates it achieved. */
+export interface SpeedTestRunRate {
+  endedAt: string;
+  durationMs: number;
+  bytesRead: number;
+  bytesStored: number;
+  full: boolean;
+  readMibps: number;
+  storedMibps: number;
+}
+
+/** The verdict: this job's next full backup and a full restore at the measured rates, and its last runs. */
+export interface SpeedTestEstimate {
+  sourceBytes: number | null;
+  /** False: the sources were too large to measure whole in time (sourceBytes is a lower bound). */
+  sourceComplete: boolean;
+  storedBytes: number | null;
+  storedRatio: number | null;
+  backup: SpeedTestTime | null;
+  restore: SpeedTestTime | null;
+  lastFull: SpeedTestRunRate | null;
+  lastRun: SpeedTestRunRate | null;
+}
+
+/** A speed test as the catalog keeps it (history). */
+export interface SpeedTestRecord {
+  id: string;
+  jobId?: string;
+  /** The destination as people read it. */
+  location: string;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  startedAt: string;
+  endedAt?: string;
+  settings: SpeedTestSettings & { patterns: SpeedTestPatternId[]; durationSec: number };
+  results: SpeedTestPatternResult[];
+  estimate?: SpeedTestEstimate;
+  notes: string[];
+  error?: WireError;
+}
+
+/** A speed test in progress (or just ended), with its live samples. */
+export interface SpeedTestStatus extends SpeedTestRecord {
+  phase: 'checking' | 'preparing' | 'testing' | 'cleaning' | 'done';
+  pattern?: SpeedTestPatternId;
+  /** S3: the in-flight count of the pattern running. */
+  inFlight?: number;
+  patternIndex: number;
+  patternCount: number;
+  /** 0…1 */
+  fraction: number;
+  samples: SpeedTestSample[];
+}
+
 export interface DirListing {
   path: string;
   parent: string | null;
@@ -689,6 +830,27 @@ export const argSchemas = {
   'alarms.list': z.object({ jobId: id.optional(), includeDismissed: z.boolean().optional() }).strict(),
   /** The user says the changes were theirs: retention applies to the held snapshots again. */
   'alarms.dismiss': z.object({ jobId: id, snapshotId: id, note: z.string().max(500).optional() }).strict(),
+  /** Starts a speed test of a destination (before it is saved, or a job's: `jobId` gives the estimate its
+   *  sources and last runs, and lends a blank secret the stored one). `sources`: a new job's folders. */
+  'speedtests.start': z
+    .object({
+      destination: destinationSchema,
+      secretAccessKey,
+      jobId: id.optional(),
+      sources: z.array(z.string().trim().min(1)).max(1000).optional(),
+      settings: speedTestSettingsSchema.default({}),
+    })
+    .strict(),
+  'speedtests.get': z.object({ id }).strict(),
+  'speedtests.cancel': z.object({ id }).strict(),
+  /** Past speed tests of a destination (or of a job's destination), newest first. */
+  'speedtests.history': z
+    .object({
+      destination: destinationSchema.optional(),
+      jobId: id.optional(),
+      limit: z.number().int().min(1).max(500).optional(),
+    })
+    .strict(),
 } as const;
 
 export type ApiMethod = keyof typeof argSchemas;
@@ -738,6 +900,10 @@ export interface ApiResults {
   'restore.cancel': { cancelled: true };
   'alarms.list': AlarmInfo[];
   'alarms.dismiss': AlarmInfo;
+  'speedtests.start': SpeedTestStatus;
+  'speedtests.get': SpeedTestStatus;
+  'speedtests.cancel': { cancelled: true };
+  'speedtests.history': SpeedTestRecord[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -756,6 +922,8 @@ export interface ApiEvents {
   /** A restore test ended (after a backup or on demand), whatever its verdict. */
   'restoreTest.finished': RestoreTestSummary;
   'repair.progress': RepairProgress;
+  /** A speed test moved (at most a few times a second) or ended. */
+  'speedtest.progress': SpeedTestStatus;
 }
 export type ApiEvent = keyof ApiEvents;
 export const apiEvents: readonly ApiEvent[] = API_EVENTS;

@@ -38,6 +38,10 @@ export const API_METHODS = [
   'restore.cancel',
   'alarms.list',
   'alarms.dismiss',
+  'speedtests.start',
+  'speedtests.get',
+  'speedtests.cancel',
+  'speedtests.history',
 ] as const;
 
 export const API_EVENTS = [
@@ -49,6 +53,7 @@ export const API_EVENTS = [
   'restoreTest.finished',
   'repair.progress',
   'alarm.raised',
+  'speedtest.progress',
 ] as const;
 
 /** Electron IPC channels: one for calls (invoke/handle), one for events (main → window). */

@@ -44,6 +44,8 @@ import {
   type RepoTarget,
 } from './destination.js';
 import type { Destination, Retention } from '../../shared/api.js';
+import { MemorySpeedTestStore, SpeedTests } from './speedtests.js';
+import { runSpeedTest } from '../engine/speedtest/index.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -61,6 +63,7 @@ export class TidemarkApi {
   private stats = new Map<string, { snapshots: number; bytes: number | null; alarms?: AlarmInfo[] }>();
   private checks = new Map<string, CheckSummary>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
+  private speed: SpeedTests;
   private handlers: Handlers;
   private protection: Protection;
 
@@ -99,6 +102,12 @@ export class TidemarkApi {
       setCheck: (id, c) => this.checks.set(id, c),
       emit: (event: ApiEvent, payload: unknown) => this.emit(event, payload as never),
     });
+    this.speed = new SpeedTests({
+      run: s.runSpeedTest ?? runSpeedTest,
+      store: s.speedTests ?? new MemorySpeedTestStore(),
+      listRuns: (jobId) => s.runs.listRuns({ jobId, limit: 1000 }),
+      emit: (status) => this.emit('speedtest.progress', status),
+    });
     this.handlers = this.makeHandlers();
   }
 
@@ -109,6 +118,7 @@ export class TidemarkApi {
 
   async close(): Promise<void> {
     for (const r of this.restores.values()) r.abort.abort();
+    await this.speed.close();
     await this.runs.close();
     for (const id of [...this.repos.keys()]) this.dropRepo(id);
   }
@@ -169,6 +179,31 @@ export class TidemarkApi {
   private async target(job: Job): Promise<RepoTarget> {
     const secret = job.destination.kind === 's3' ? await this.s.jobs.destinationSecret(job.id) : undefined;
     return destinationTarget(job.destination, secret);
+  }
+
+  /**
+   * How to reach a destination the UI is trying before (or without) saving it: an S3 secret left blank
+   * on a job's edit page is the stored one, as long as it is the same store and key ID.
+   */
+  private async untriedTarget(
+    destination: Destination,
+    secretAccessKey: string | undefined,
+    jobId: string | undefined,
+    what: string,
+  ): Promise<RepoTarget> {
+    let secret = destination.kind === 's3' ? secretAccessKey || undefined : undefined;
+    if (destination.kind === 's3' && !secret && jobId) {
+      const job = await this.job(jobId);
+      if (sameS3Credentials(job.destination, destination))
+        secret = await this.s.jobs.destinationSecret(job.id);
+    }
+    if (destination.kind === 's3' && !secret)
+      throw new ValidationError([
+        { path: 'secretAccessKey', message: `enter the secret access key to ${what}` },
+      ]);
+    if (destination.kind === 'local' && !path.isAbsolute(destination.path))
+      throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
+    return destinationTarget(destination, secret);
   }
 
   private repoFor(job: Job): Promise<RepoHandle> {
@@ -712,6 +747,34 @@ export class TidemarkApi {
         return this.walker.versions(repo, snaps, a.path);
       },
       'restore.start': async (a) => this.startRestore(await this.job(a.jobId), a),
+      'speedtests.start': async (a) => {
+        const t = await this.untriedTarget(a.destination, a.secretAccessKey, a.jobId, 'test its speed');
+        const job = a.jobId ? await this.job(a.jobId) : undefined;
+        const place = placeKey(a.destination);
+        for (const j of await s.jobs.listJobs())
+          if (placeKey(j.destination) === place && this.runs.isRunning(j.id))
+            throw new ApiUsageError(
+              'ALREADY_RUNNING',
+              `"${j.name}" is backing up to this destination right now: test its speed when it is done`,
+            );
+        return this.speed.start({
+          destination: a.destination,
+          location: t.location,
+          options: t.options,
+          jobId: job?.id,
+          sources: a.sources ?? job?.sources,
+          settings: a.settings,
+        });
+      },
+      'speedtests.get': async (a) => this.speed.get(a.id),
+      'speedtests.cancel': async (a) => {
+        this.speed.cancel(a.id);
+        return { cancelled: true as const };
+      },
+      'speedtests.history': async (a) => {
+        const dest = a.destination ?? (a.jobId ? (await this.job(a.jobId)).destination : undefined);
+        return this.speed.history({ place: dest ? placeKey(dest) : undefined, limit: a.limit });
+      },
       'restore.get': async (a) => {
         const r = this.restores.get(a.id);
         if (!r) throw new ApiUsageError('NOT_FOUND', `no restore with id ${a.id}`);

@@ -17,6 +17,7 @@ import type { BackendOptions } from '../engine/backend/open.js';
 import type { RestoreTestOptions, RestoreTestResult } from '../engine/restoretest/index.js';
 import type { RepairOptions, RepairReport } from '../engine/repair/index.js';
 import type { AppInfo } from '../../shared/api.js';
+import type { RunSpeedTest, SpeedTestStore } from './speedtests.js';
 import type {
   BrowseEntry,
   FileVersion,
@@ -176,4 +177,8 @@ export interface ApiServices {
   };
   /** The change tracking in effect, when a tracker runs. */
   tracking?: () => NonNullable<AppInfo['tracking']>;
+  /** Where finished speed tests are kept (default: in memory). */
+  speedTests?: SpeedTestStore;
+  /** The engine's speed test (default: engine/speedtest's runSpeedTest). */
+  runSpeedTest?: RunSpeedTest;
 }

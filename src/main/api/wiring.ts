@@ -20,6 +20,7 @@ import { createRunEvents } from '../engine/schedule/events.js';
 import { CatalogJobs, CatalogRunner } from './catalog-adapter.js';
 import { snapshotRecordDir } from '../engine/snapshot/index.js';
 import { CatalogRestoreTests } from './catalog-restore-tests.js';
+import { CatalogSpeedTests } from './speedtests.js';
 
 /** `$TIDEMARK_HOME`, or `~/.tidemark`: holds the state and the default local repository. */
 export function defaultDataDir(): string {
@@ -124,6 +125,7 @@ export function createApi(opts: WiringOptions): Wired {
     restoreTests: new CatalogRestoreTests(catalog, runner),
     info,
     tracking: () => tracker.status(),
+    speedTests: new CatalogSpeedTests(catalog.db),
   };
   return {
     api: new TidemarkApi(services),

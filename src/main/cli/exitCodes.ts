@@ -11,7 +11,7 @@ export const EXIT = {
   WRONG_PASSWORD: 10,
   LOCKED: 11,
   NO_REPO: 12,
-  DESTINATION: 13, // destination full or unwritable
+  DESTINATION: 13, // destination full, unwritable or gone
   TEST_FAILED: 14, // test-connection: the destination cannot hold backups (a check failed)
   CANCELLED: 130,
 } as const;
@@ -30,6 +30,7 @@ export function exitCodeFor(err: unknown): number {
       return EXIT.NO_REPO;
     case 'DESTINATION_FULL':
     case 'DESTINATION_UNWRITABLE':
+    case 'DESTINATION_GONE':
       return EXIT.DESTINATION;
     case 'USAGE':
     case 'NOT_FOUND':

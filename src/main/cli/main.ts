@@ -28,6 +28,7 @@ const registrars: CommandRegistrar[] = isCoreCommand(argv)
       import('./commands/restoreTests.js').then((m) => m.registerRestoreTestCommands),
       import('./commands/alarm.js').then((m) => m.registerAlarmCommands),
       import('./commands/recover.js').then((m) => m.registerRecoverCommand),
+      import('./commands/testSpeed.js').then((m) => m.registerTestSpeedCommand),
     ]);
 
 // Benchmarks ask for the event-loop delay of the process hosting the engine (docs/architecture.md §1 rule 5).

@@ -57,6 +57,12 @@ export class DestinationUnwritableError extends TidemarkError {
     super('DESTINATION_UNWRITABLE', message, options);
   }
 }
+/** The destination went away while in use: a drive unplugged, a share unmounted, the network lost. */
+export class DestinationGoneError extends TidemarkError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('DESTINATION_GONE', message, options);
+  }
+}
 export class UsageError extends TidemarkError {
   constructor(message: string) {
     super('USAGE', message);

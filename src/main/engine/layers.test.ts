@@ -22,7 +22,7 @@ const FLOORS: string[][] = [
   ['scan/', 'alarm/'],
   ['pool/'],
   ['backup/', 'restore/', 'check/', 'repair/', 'snapshot/'],
-  ['restoretest/'],
+  ['restoretest/', 'speedtest/'],
   ['workers/'],
   ['catalog/'],
   ['schedule/'],

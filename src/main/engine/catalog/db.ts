@@ -214,6 +214,24 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
         PRIMARY KEY (repository_id, snap_id)
       ) WITHOUT ROWID;`);
   },
+  // 8: destination speed tests (speedTests.ts), kept per destination to show how it changes over time.
+  (db) => {
+    db.exec(`CREATE TABLE speed_tests (
+        id INTEGER PRIMARY KEY,
+        place TEXT NOT NULL,                     -- which destination: the same folder, or bucket + prefix
+        location TEXT NOT NULL,                  -- the destination as people read it
+        job_id INTEGER REFERENCES jobs(id) ON DELETE SET NULL,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('completed','failed','cancelled')),
+        settings TEXT NOT NULL,                  -- JSON: patterns, file and block size, duration, …
+        results TEXT NOT NULL,                   -- JSON: one entry per pattern
+        estimate TEXT,                           -- JSON: full backup / restore times, last runs
+        notes TEXT NOT NULL DEFAULT '[]',
+        error TEXT                               -- JSON {name, code, message} when failed
+      );
+      CREATE INDEX speed_tests_by_place ON speed_tests(place, started_at);`);
+  },
 ];
 
 export interface OpenOptions {

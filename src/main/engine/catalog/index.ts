@@ -52,4 +52,5 @@ export {
   SECRETS_FILE,
   type SecretStore,
 } from './secrets.js';
+export { SpeedTestLog, type SpeedTestRow } from './speedTests.js';
 export type * from './types.js';

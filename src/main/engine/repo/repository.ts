@@ -39,6 +39,9 @@ import {
 } from './immutability.js';
 
 export const FORMAT_VERSION = 1;
+/** Packs a backup writes at once where its backend does not say (Backend.writeConcurrency): an object
+ *  store's latency wants overlap. */
+export const DEFAULT_PACK_WRITES = 2;
 /**
  * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
  * JavaScript objects each; a block file's list counts as its bytes / 800 more, so one list of 512 Ki
@@ -360,7 +363,8 @@ export class Repository {
       releasePack();
       lent?.forEach(({ lender, buffer }) => lender.release(buffer));
     };
-    while (this.uploads.size >= (this.backend.writeConcurrency ?? 2)) await Promise.race(this.uploads);
+    while (this.uploads.size >= (this.backend.writeConcurrency ?? DEFAULT_PACK_WRITES))
+      await Promise.race(this.uploads);
     if (this.uploadError) {
       release();
       throw this.uploadError;

@@ -34,6 +34,7 @@ import {
   lockDays,
   type LockChoice,
 } from '../components/ProtectionFields';
+import { SpeedTestPanel } from '../components/SpeedTest';
 import type { Destination, DestinationTestResult } from '../api';
 import { describeDestination } from '../../../shared/destination';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
@@ -607,6 +608,12 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               stale={!!test && test.key !== destKey}
               onTest={() => void runTest()}
               error={testError}
+            />
+            <SpeedTestPanel
+              destination={input.destination}
+              secretAccessKey={input.secretAccessKey}
+              jobId={editing ? jobId : undefined}
+              sources={form.sources}
             />
             {form.destKind === 's3' ? (
               <>
