@@ -39,6 +39,10 @@ const loopDelay = statsFile
   : undefined;
 loopDelay?.enable();
 
+// TIDEMARK_MEMTRACE=1: where the memory went at the peak, on stderr at the end (engine/pool/memtrace.ts)
+const memtrace = process.env.TIDEMARK_MEMTRACE ? await import('../engine/pool/memtrace.js') : undefined;
+memtrace?.startMemtrace();
+
 const code = await runCli(
   argv,
   { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), isTTY: !!process.stderr.isTTY },
@@ -46,6 +50,8 @@ const code = await runCli(
   controller.signal,
 );
 process.exitCode = code;
+const memReport = memtrace?.memtraceReport();
+if (memReport) process.stderr.write(memReport + '\n');
 if (statsFile && loopDelay) {
   loopDelay.disable();
   // the histogram holds the time between ticks of a RESOLUTION_MS timer; the delay is what exceeds it

@@ -58,6 +58,9 @@ function adviseHugePages(memory: ArrayBuffer): void {
 }
 
 const kept = new Map<number, Buffer[]>();
+/** This thread's aligned memories: bytes ever made (they are never returned, but kept or collected) and
+ *  kept for reuse now (for TIDEMARK_MEMTRACE, engine/pool/memtrace.ts). */
+export const alignedBytes = { made: 0, kept: 0 };
 let noMemory = false;
 /** The memories takeAligned handed out (see alignedAt). */
 const ours = new WeakSet<ArrayBufferLike>();
@@ -71,12 +74,16 @@ export function alignedAt(b: Uint8Array): boolean {
  *  space limited, e.g. ulimit -v). */
 export function takeAligned(size: number): Buffer | undefined {
   const b = kept.get(size)?.pop();
-  if (b) return b;
+  if (b) {
+    alignedBytes.kept -= size;
+    return b;
+  }
   if (noMemory) return undefined;
   try {
     const pages = size / 65536; // WebAssembly pages are 64 KiB
     const memory = new wasm.Memory({ initial: pages, maximum: pages }).buffer;
     ours.add(memory);
+    alignedBytes.made += size;
     if (size >= HUGE_FROM) adviseHugePages(memory);
     return Buffer.from(memory);
   } catch {
@@ -87,6 +94,9 @@ export function takeAligned(size: number): Buffer | undefined {
 
 export function giveAligned(b: Buffer, keep = 4): void {
   const list = kept.get(b.length) ?? [];
-  if (list.length < keep) list.push(b);
+  if (list.length < keep) {
+    list.push(b);
+    alignedBytes.kept += b.length;
+  }
   kept.set(b.length, list);
 }

@@ -18,6 +18,8 @@ const MAX_KEPT = 4;
 const MAX_KEPT_BYTES = 64 * 1024 * 1024;
 const spare: ArrayBuffer[] = [];
 let keptBytes = 0;
+/** Bytes kept for takeBuffer now (for TIDEMARK_MEMTRACE). */
+export const keptBufferBytes = () => keptBytes;
 /** The buffers made here: they belong to no one else, so they may move to a worker and back whole. */
 const made = new WeakSet<ArrayBuffer>();
 

@@ -9,8 +9,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import os from 'node:os';
 import { readlinkSync } from 'node:fs';
-import { giveScratch, scratchRoom } from './scratch.js';
+import { giveScratch, scratchRoom, setScratchLimit } from './scratch.js';
 import { segmentBuffers } from './wire.js';
+import { startWorkerMemtrace } from './memtrace.js';
 import type { FromWorker, QueryReply, Task, TaskEvent, ToWorker, WorkerInit } from './wire.js';
 
 /** The pool's settings, and the keys made from them, once configured. */
@@ -29,6 +30,7 @@ function configure(s: WorkerInit): void {
   settings = s;
   encKey = Buffer.from(settings.encryptionKey);
   idKey = Buffer.from(settings.idKey);
+  setScratchLimit(settings.scratchBytes);
   for (const fn of configured) fn(s);
   if (settings.lowPriority) {
     try {
@@ -94,6 +96,7 @@ export type TaskHandlers = { [Op in Task['op']]: TaskHandler<Extract<Task, { op:
 /** Configures the thread (unless it waits for an 'init' message) and runs the tasks it is sent. */
 export function serve(handlers: TaskHandlers): void {
   if (!(workerData as { deferred?: boolean }).deferred) configure(workerData as WorkerInit);
+  startWorkerMemtrace(); // TIDEMARK_MEMTRACE only
   port.on('message', (msg: ToWorker) => {
     if (msg.type === 'init') {
       configure(msg.init);
