@@ -1,6 +1,7 @@
 /**
  * `npm run bench [-- --scale N] [-- --small-files N] [-- --dir DIR] [-- --no-restic] [-- --restore-in-place]
- *   [-- --repeat N]`
+ *   [-- --repeat N] [-- --memory low]`
+ * TIDEMARK_MEMTRACE=1 adds where the engine's memory went at each step's peak (src/main/engine/pool/memtrace.ts).
  * Full backup, no-change backup and full restore of a deterministic dataset with Tidemark and, when
  * installed, restic on the same data in the same run. Prints wall seconds, MB/s, files/s, CPU %, peak
  * RSS, bytes read from the source, repository size, and (Tidemark) the event-loop delay of the process
@@ -55,6 +56,8 @@ interface Measure {
   peakRssMiB: number;
   stdout: string;
   stats?: { eventLoopDelayMs: { p50: number; p99: number; max: number } };
+  /** Where the engine's memory went at its peak (TIDEMARK_MEMTRACE=1; src/main/engine/pool/memtrace.ts). */
+  memtrace?: string;
 }
 
 async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Promise<Measure> {
@@ -79,7 +82,15 @@ async function timed(cmd: string, cmdArgs: string[], env: NodeJS.ProcessEnv): Pr
     stats = JSON.parse(await fs.readFile(statsFile, 'utf8'));
   } catch {}
   await fs.rm(statsFile, { force: true });
-  return { wall, cpuPct: ((user + sys) / wall) * 100, peakRssMiB: rss / 1024, stdout, stats };
+  const memtrace = stderr.slice(stderr.indexOf('memtrace: ')).trim();
+  return {
+    wall,
+    cpuPct: ((user + sys) / wall) * 100,
+    peakRssMiB: rss / 1024,
+    stdout,
+    stats,
+    ...(stderr.includes('memtrace: ') && { memtrace }),
+  };
 }
 
 async function dirBytes(d: string): Promise<number> {
@@ -230,7 +241,8 @@ async function main() {
   spawnSync(process.execPath, [path.join(root, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
   const tmRepo = path.join(base, 'tm-repo');
   const tm = (a: string[]) => [path.join(root, 'out/cli/tidemark.js'), '-r', tmRepo, '--json', ...a];
-  const wargs = workers ? ['--workers', workers] : [];
+  const memory = opt('memory');
+  const wargs = [...(workers ? ['--workers', workers] : []), ...(memory ? ['--memory', memory] : [])];
   const renv = {
     ...process.env,
     RESTIC_PASSWORD: 'bench',
@@ -378,6 +390,9 @@ async function main() {
         (r.note ? `  ${r.note}` : ''),
     );
   }
+  for (const r of rows)
+    if (r.m.memtrace)
+      console.log(`\n${r.tool} ${r.step}${rounds ? `, round ${r.round}` : ''}:\n${r.m.memtrace}`);
   const row = (round: number, tool: string, step: string) =>
     rows.find((r) => r.round === round && r.tool === tool && r.step === step)!;
   const all = Array.from({ length: repeat }, (_, i) => i + 1);
