@@ -112,6 +112,11 @@ export class Repository {
   /** The lent buffers each open pack keeps views of (addSealedBlob's `lender`), released once it is written. */
   private readonly lent = new Map<PackBuilder, { lender: BufferLender; buffer: ArrayBufferLike }[]>();
   private readonly uploads = new Set<Promise<void>>();
+  /** While a full pack waits for an upload slot (see uploadPack): blobs wait for it too. */
+  private slotWait?: Promise<void>;
+  /** Data packs held in memory at once (gathered in their buffers, ~20 MiB each: repo/pack.ts): 2 lets
+   *  the next pack fill while one is written; 1 waits for the write (BackupOptions.memory 'low'). */
+  packBuffers = 2;
   /** Data packs started since the last flush (see packTarget). */
   private dataPacksSinceFlush = 0;
   private uploadError?: unknown;
@@ -294,7 +299,14 @@ export class Repository {
     lender?: BufferLender,
   ): Promise<void> {
     if (this.uploadError) throw this.uploadError;
+    // A full pack waiting for its upload slot holds its buffer (~20 MiB); blobs added meanwhile would
+    // start the next pack, and the next, one per sealer that found its pack full: wait with them instead.
+    while (this.slotWait) await this.slotWait;
     let b = this.builders.get(type);
+    // a new data pack takes its buffer only while fewer than packBuffers - 1 are being written
+    if (type === BlobType.Data && !b?.count)
+      while (this.uploads.size && this.uploads.size >= this.packBuffers - 1) await Promise.race(this.uploads);
+    b = this.builders.get(type);
     if (!b) {
       // data packs are gathered in one buffer (see PackBuilder); trees are few and sealed here, not moved
       b = new PackBuilder(
@@ -363,8 +375,15 @@ export class Repository {
       releasePack();
       lent?.forEach(({ lender, buffer }) => lender.release(buffer));
     };
-    while (this.uploads.size >= (this.backend.writeConcurrency ?? DEFAULT_PACK_WRITES))
-      await Promise.race(this.uploads);
+    while (this.uploads.size >= (this.backend.writeConcurrency ?? DEFAULT_PACK_WRITES)) {
+      if (!this.slotWait) {
+        const wait: Promise<void> = Promise.race(this.uploads).finally(() => {
+          if (this.slotWait === wait) this.slotWait = undefined;
+        });
+        this.slotWait = wait;
+      }
+      await this.slotWait;
+    }
     if (this.uploadError) {
       release();
       throw this.uploadError;
