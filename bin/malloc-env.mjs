@@ -8,8 +8,19 @@
 // from an addon did not have the same effect), so a launcher re-executes itself once with them set.
 import { spawn } from 'node:child_process';
 
-const HEAP_FLAG = '--max-old-space-size=2000';
-const hasHeapFlag = (opts) => /--max-old-space-size[= ]/.test(opts ?? '');
+/** V8's heap settings, each added to NODE_OPTIONS unless the user's own NODE_OPTIONS sets it. */
+const HEAP_FLAGS = [
+  ['--max-old-space-size', '2000'],
+  ['--max-semi-space-size', '2'],
+];
+const HEAP_FLAG = HEAP_FLAGS.map(([f, v]) => `${f}=${v}`).join(' ');
+const hasFlag = (opts, flag) => new RegExp(`${flag}[= ]`).test(opts ?? '');
+const hasHeapFlag = (opts) => HEAP_FLAGS.every(([f]) => hasFlag(opts, f));
+/** NODE_OPTIONS with every heap flag the user did not set added. */
+const withHeapFlags = (opts) =>
+  [opts, ...HEAP_FLAGS.filter(([f]) => !hasFlag(opts, f)).map(([f, v]) => `${f}=${v}`)]
+    .filter(Boolean)
+    .join(' ');
 
 /** The environment the engine's process should start with (glibc ignores it elsewhere: harmless). */
 export const MALLOC_ENV = {
@@ -34,6 +45,10 @@ export const MALLOC_ENV = {
   // RSS 362-376 MB), at the price of 3x the full collections (mostly concurrent): three alternating
   // pairs took 56-69 s against 58-63 s, within this machine's noise. The limit is what 8 GiB machines
   // get anyway; a user's own --max-old-space-size in NODE_OPTIONS wins.
+  // And the main thread's young generation: V8 lets each semi-space grow to 16 MiB (48 MiB of young
+  // generation committed, mostly dead objects between scavenges); 2 MiB keeps ~20 MiB off the peak of
+  // a backup and of a restore (docs/performance.md, "Where the memory goes"); worker threads set
+  // theirs in pool/early.ts.
   NODE_OPTIONS: HEAP_FLAG,
 };
 
@@ -42,8 +57,7 @@ const MARK = 'TIDEMARK_MALLOC_ENV';
 
 /** The current environment plus MALLOC_ENV (values already set by the user win). */
 export function withMallocEnv(env = process.env) {
-  const opts = env.NODE_OPTIONS;
-  const nodeOptions = !opts ? HEAP_FLAG : hasHeapFlag(opts) ? opts : `${opts} ${HEAP_FLAG}`;
+  const nodeOptions = withHeapFlags(env.NODE_OPTIONS);
   return { ...MALLOC_ENV, ...env, NODE_OPTIONS: nodeOptions, [MARK]: '1' };
 }
 

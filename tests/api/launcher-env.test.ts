@@ -67,15 +67,15 @@ it.runIf(process.platform === 'linux')(
     if (/\[madvise\]/.test(thp))
       expect(run({ ...clean(), GLIBC_TUNABLES: 'glibc.malloc.check=0' }).hugeKiB).toBe(0);
     expect(r.pool).toBe('16');
-    expect(r.nodeOptions).toBe('--max-old-space-size=2000');
+    expect(r.nodeOptions).toBe('--max-old-space-size=2000 --max-semi-space-size=2');
     // V8 adds the young generation to the old generation's limit
     expect(r.limitMiB).toBeGreaterThanOrEqual(2000);
     expect(r.limitMiB).toBeLessThan(2200);
     // other NODE_OPTIONS are kept and the flag added; a user's own heap limit wins
     const other = run({ ...clean(), NODE_OPTIONS: '--no-deprecation' });
-    expect(other.nodeOptions).toBe('--no-deprecation --max-old-space-size=2000');
+    expect(other.nodeOptions).toBe('--no-deprecation --max-old-space-size=2000 --max-semi-space-size=2');
     const own = run({ ...clean(), NODE_OPTIONS: '--max-old-space-size=3000' });
-    expect(own.nodeOptions).toBe('--max-old-space-size=3000');
+    expect(own.nodeOptions).toBe('--max-old-space-size=3000 --max-semi-space-size=2');
     expect(own.limitMiB).toBeGreaterThanOrEqual(3000);
   },
 );
@@ -85,9 +85,9 @@ it('withMallocEnv keeps what the caller set and adds the heap flag once', () => 
     UV_THREADPOOL_SIZE: '4',
     MALLOC_MMAP_THRESHOLD_: '131072',
     GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
-    NODE_OPTIONS: '--max-old-space-size=2000',
+    NODE_OPTIONS: '--max-old-space-size=2000 --max-semi-space-size=2',
     TIDEMARK_MALLOC_ENV: '1',
   });
   const twice = withMallocEnv(withMallocEnv({}));
-  expect(twice.NODE_OPTIONS).toBe('--max-old-space-size=2000');
+  expect(twice.NODE_OPTIONS).toBe('--max-old-space-size=2000 --max-semi-space-size=2');
 });

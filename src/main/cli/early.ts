@@ -9,7 +9,9 @@
 import '../engineHost.js'; // V8 flags and libuv's pool size, before any thread starts
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { defaultWorkerCount, startDeferred } from '../engine/pool/early.js';
+import { startDeferred } from '../engine/pool/early.js';
+import { workersFor } from '../engine/pool/memory.js';
+import type { MemoryMode } from '../engine/operations.js';
 import { deriveKeyAhead, type KdfParams } from '../engine/crypto/kdf.js';
 import { passwordOfFile } from './password.js';
 import { defaultRepoLocation } from './locations.js';
@@ -25,8 +27,8 @@ export const GLOBAL_VALUE_OPTIONS = [
   '--maintenance-password-file',
 ];
 
-/** The command of a command line (its first operand after the global options) and its --workers. */
-export function commandOf(argv: string[]): { command?: string; workers?: number } {
+/** The command of a command line (its first operand after the global options), its --workers and --memory. */
+export function commandOf(argv: string[]): { command?: string; workers?: number; memory?: MemoryMode } {
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -39,21 +41,25 @@ export function commandOf(argv: string[]): { command?: string; workers?: number 
   }
   const command = argv[i];
   let workers: number | undefined;
+  let memory: string | undefined;
   for (let k = i + 1; k < argv.length && argv[k] !== '--'; k++) {
     const m = /^--workers(?:=(.*))?$/.exec(argv[k]);
     if (m) workers = Number(m[1] ?? argv[++k]);
+    const mem = /^--memory(?:=(.*))?$/.exec(argv[k]);
+    if (mem) memory = mem[1] ?? argv[++k];
   }
   return {
     command,
     workers: workers !== undefined && Number.isInteger(workers) && workers > 0 ? workers : undefined,
+    ...(memory === 'low' && { memory }),
   };
 }
 
 /** Starts the worker threads (of the bundle's `workerFile`) a backup or restore of `argv` will use. */
 export function startEarlyWorkers(argv: string[], workerFile: string): void {
-  const { command, workers } = commandOf(argv);
+  const { command, workers, memory } = commandOf(argv);
   if (command === 'backup' || command === 'restore')
-    startDeferred(workerFile, {}, workers ?? defaultWorkerCount());
+    startDeferred(workerFile, {}, workersFor(memory, workers));
 }
 
 /** The value of a global option (before the command) named `names`: `-r X`, `--repo X` or `--repo=X`. */

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Command, Option, CommanderError } from 'commander';
 import { prestartWorkers } from '../engine/pool/index.js';
+import { MEMORY_MODES, workersFor } from '../engine/pool/memory.js';
 import { Repository, initRepository, openRepository } from '../engine/repo/repository.js';
 import { openBackend } from '../engine/backend/open.js';
 import { RequestLogCollector, describeRequests } from '../engine/backend/requestlog/index.js';
@@ -75,6 +76,12 @@ const int = (v: string) => {
   return n;
 };
 const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+/** `--memory low|normal` of backup and restore (engine/pool/memory.ts). */
+const memoryOption = () =>
+  new Option('--memory <mode>', 'memory use: "low" for old PCs (one worker, fewer buffers: slower)').choices(
+    MEMORY_MODES,
+  );
 
 function progressLine(io: CliIO, enabled: boolean) {
   let last = 0;
@@ -259,6 +266,7 @@ export function buildProgram(
     .option('--parent <snapshot>', 'compare with this snapshot instead of the latest one')
     .option('--force-full', 're-read every file (ignore the previous snapshot and change tracking)')
     .option('--workers <n>', 'CPU workers (default: number of cores)', int)
+    .addOption(memoryOption())
     .option('--compression <level>', 'zstd level, 0 = off (default: the repository setting)', int)
     .option('--limit-read <MBps>', 'limit reading from the source to this many MB/s', Number)
     .option('--low-priority', 'run with low CPU and disk priority')
@@ -275,7 +283,7 @@ export function buildProgram(
     )
     .option('-v, --verbose', 'also print every failed repository request (with --json: include them)')
     .action(async (paths: string[], o) => {
-      prestartWorkers(o.workers); // they boot while the repository opens
+      prestartWorkers(workersFor(o.memory, o.workers)); // they boot while the repository opens
       const excludes: string[] = [...o.exclude];
       if (o.excludeFile)
         excludes.push(
@@ -299,6 +307,7 @@ export function buildProgram(
             parent: o.parent,
             forceFull: o.forceFull,
             workers: o.workers,
+            memory: o.memory,
             compressionLevel: o.compression,
             readLimitBytesPerSec: o.limitRead ? o.limitRead * 1e6 : undefined,
             lowPriority: o.lowPriority,
@@ -479,8 +488,9 @@ export function buildProgram(
         .default('overwrite'),
     )
     .option('--workers <n>', 'CPU workers', int)
+    .addOption(memoryOption())
     .action(async (ref: string, o) => {
-      prestartWorkers(o.workers); // they boot while the repository opens
+      prestartWorkers(workersFor(o.memory, o.workers)); // they boot while the repository opens
       const bar = progressLine(io, io.isTTY && !g().quiet && !g().json);
       const r = await withRepo(async (repo) => {
         const snap = await repo.loadSnapshot(ref);
@@ -491,6 +501,7 @@ export function buildProgram(
           relativeTo: o.relativeTo,
           overwrite: o.overwrite as OverwritePolicy,
           workers: o.workers,
+          memory: o.memory,
           signal,
           progress: (p) => bar.restore(p),
         });

@@ -19,13 +19,7 @@ import type { Repository } from '../repo/repository.js';
 import type { Snapshot } from '../repo/types.js';
 import type { BackupOptions, BackupResult, ChangedRanges } from '../operations.js';
 import { AbortedError, throwIfAborted } from '../errors.js';
-import {
-  type WorkerPool,
-  acquirePool,
-  releasePool,
-  defaultWorkerCount,
-  BufferLedger,
-} from '../pool/index.js';
+import { type WorkerPool, acquirePool, releasePool, memoryProfile, BufferLedger } from '../pool/index.js';
 import { Excluder, HintPlan } from '../scan/index.js';
 import { FileSaver } from './fileSaver.js';
 import { Incrementals } from './incremental.js';
@@ -47,10 +41,6 @@ export interface BackupRunResult extends BackupResult {
   counters: ScanCounters;
 }
 
-/** Tasks in flight per worker: one reading while the other waits on CPU (a third per worker only held
- *  another 8 MiB read block each, ~30 MB more peak RSS at the same speed in `npm run bench`). */
-const TASKS_PER_WORKER = 2;
-
 export async function backup(repo: Repository, options: BackupOptions): Promise<BackupRunResult> {
   const opts = await withSourceViews(options); // takes the filesystem snapshots, unless the caller did
   const run = new BackupRun(repo, opts);
@@ -71,7 +61,9 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
   try {
     // the worker threads start (~30–50 ms each, more on a busy PC) while the index and the previous
     // snapshot load: an incremental's first read waits for them
-    const workers = opts.workers ?? defaultWorkerCount();
+    // the worker count and the buffers in flight, by BackupOptions.memory (pool/memory.ts)
+    const mem = memoryProfile(opts.memory, opts.workers);
+    const workers = mem.workers;
     const cfg = repo.config;
     pool = acquirePool(
       {
@@ -85,8 +77,10 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
           : 0,
         lowPriority: !!opts.lowPriority,
         distributeSeal: workers > 1,
+        scratchBytes: mem.scratchBytes,
       },
       workers,
+      { sealedBytes: mem.scratchBytes },
     );
     // sealed segments' buffers go back to the workers once their blobs are written (pool/ledger.ts)
     const workerPool = pool;
@@ -125,8 +119,11 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     progress.phase = 'scanning';
 
     // the stages (each holds its own state; ./run.ts is what they share)
-    const taskSlots = new Semaphore(workers * TASKS_PER_WORKER);
-    const sealer = new Sealer(run, repo, pool, ledger);
+    // tasks in flight per worker: normally one reading while the other waits on CPU (a third per worker
+    // only held another 8 MiB read block each, ~30 MB more peak RSS at the same speed in `npm run bench`)
+    const taskSlots = new Semaphore(workers * mem.tasksPerWorker);
+    const sealer = new Sealer(run, repo, pool, ledger, mem.sealBudget);
+    repo.packBuffers = mem.packBuffers;
     const small = new SmallFileBatches(run, pool, ledger, taskSlots, sealer.onEvent);
     const incrementals = new Incrementals(run, repo, rangesReady);
     const files = new FileSaver(run, repo, pool, ledger, sealer, small, incrementals, taskSlots, workers);

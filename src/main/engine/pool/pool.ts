@@ -65,7 +65,12 @@ export class WorkerPool {
         worker.ref();
         worker.postMessage({ type: 'init', init } satisfies ToWorker); // before any task
       } else worker = new Worker(entry.file, workerOptions({ ...init, ...entry.data }));
-      const pw: PooledWorker = { worker, inflight: 0, cpu: 0, room: WORKER_SCRATCH_BYTES };
+      const pw: PooledWorker = {
+        worker,
+        inflight: 0,
+        cpu: 0,
+        room: init.scratchBytes ?? WORKER_SCRATCH_BYTES,
+      };
       worker.on('message', (m: FromWorker) => this.onMessage(pw, m));
       worker.on('error', (err) => this.fail(err));
       worker.on('exit', (code) => {

@@ -31,7 +31,13 @@ const MAX_SCRATCH = 16;
 // 64 MiB before fresh buffers came in huge pages (hugeShaped below): with those a fresh buffer is cheap
 // enough that keeping half as much made no difference in time or faults, and ~10 MB less peak RSS; 16
 // MiB since sealed buffers come back as soon as their blobs are in a pack's buffer (repo/pack.ts)
-const MAX_SCRATCH_BYTES = WORKER_SCRATCH_BYTES; // shared with the pool, which moves no more (FromWorker.room)
+let MAX_SCRATCH_BYTES = WORKER_SCRATCH_BYTES; // shared with the pool, which moves no more (FromWorker.room)
+/** Sets what the thread keeps (WorkerInit.scratchBytes, from its pool's settings: ./thread.ts). */
+export function setScratchLimit(bytes = WORKER_SCRATCH_BYTES): void {
+  MAX_SCRATCH_BYTES = bytes;
+}
+/** Bytes this thread keeps to seal and read into now (for TIDEMARK_MEMTRACE). */
+export const scratchBytes = () => scratch.reduce((n, b) => n + b.byteLength, 0);
 export const scratchRoom = () =>
   Math.max(0, MAX_SCRATCH_BYTES - scratch.reduce((n, b) => n + b.byteLength, 0));
 const MiB = 1024 * 1024;

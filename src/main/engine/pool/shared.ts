@@ -5,6 +5,7 @@
  */
 import { defaultWorkerCount } from './early.js';
 import { WorkerPool } from './pool.js';
+import type { SpareLimits } from './spares.js';
 import type { WorkerInit } from './wire.js';
 
 const shared = new Map<string, { pool: WorkerPool; users: number; timer?: NodeJS.Timeout }>();
@@ -31,8 +32,9 @@ export function acquireDecodePool(
   );
 }
 
-export function acquirePool(init: WorkerInit, size = defaultWorkerCount()): WorkerPool {
+export function acquirePool(init: WorkerInit, size = defaultWorkerCount(), limits?: SpareLimits): WorkerPool {
   const key = JSON.stringify({
+    limits,
     ...init,
     encryptionKey: Buffer.from(init.encryptionKey).toString('hex'),
     idKey: Buffer.from(init.idKey).toString('hex'),
@@ -45,7 +47,7 @@ export function acquirePool(init: WorkerInit, size = defaultWorkerCount()): Work
     entry.pool.setIdle(false);
     return entry.pool;
   }
-  const pool = new WorkerPool(init, size);
+  const pool = new WorkerPool(init, size, limits);
   shared.set(key, { pool, users: 1 });
   poolKeys.set(pool, key);
   return pool;

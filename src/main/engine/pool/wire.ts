@@ -21,6 +21,9 @@ export interface WorkerInit {
   /** Hand new chunks to the main thread to compress and seal on whichever worker is free, instead of
    *  sealing them here (balances one large file's compression over all workers). */
   distributeSeal?: boolean;
+  /** Bytes of sealed-segment buffers the worker keeps to seal into (default WORKER_SCRATCH_BYTES; less in
+   *  BackupOptions.memory 'low'). */
+  scratchBytes?: number;
 }
 
 export interface BackupFileTask {

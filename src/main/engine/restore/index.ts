@@ -17,11 +17,11 @@
  */
 import type { Repository } from '../repo/repository.js';
 import type { RestoreOptions, RestoreResult } from '../operations.js';
-import { type WorkerPool, acquireDecodePool, releasePool, defaultWorkerCount } from '../pool/index.js';
+import { type WorkerPool, acquireDecodePool, releasePool, memoryProfile } from '../pool/index.js';
 import { TargetFiles } from './files.js';
 import { TargetFolders } from './folders.js';
 import { finishLinksAndFolders } from './metadata.js';
-import { PackQueue, RESTORE_LOOPS } from './packQueue.js';
+import { PackQueue } from './packQueue.js';
 import { PackReader } from './packReader.js';
 import { DEFAULT_PLAN_LIMIT } from './plan.js';
 import { RestorePlanner } from './planner.js';
@@ -45,10 +45,12 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     await indexLoaded;
     emit();
     // the workers start while the plan is made
-    pool = acquireDecodePool(repo.key, repo.config, opts.workers ?? defaultWorkerCount());
+    // the worker count and the loops reading packs, by RestoreOptions.memory (pool/memory.ts)
+    const mem = memoryProfile(opts.memory, opts.workers);
+    pool = acquireDecodePool(repo.key, repo.config, mem.workers);
 
     // The pipeline: the planner walks the trees and plans batches of files, adding what each file needs
-    // to the plan of each pack and queueing the packs (the queue); RESTORE_LOOPS loops of the pack reader
+    // to the plan of each pack and queueing the packs (the queue); restoreLoops loops of the pack reader
     // take the queued packs and hand their ranges to the decode workers.
     const packs = new PackQueue(run, repo, Math.max(1, opts.planLimit ?? DEFAULT_PLAN_LIMIT));
     const files = new TargetFiles(run);
@@ -65,7 +67,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
           last?.();
           packs.changed.notify();
         });
-    const loops = Array.from({ length: RESTORE_LOOPS }, () => stage(() => reader.loop()));
+    const loops = Array.from({ length: mem.restoreLoops }, () => stage(() => reader.loop()));
     await Promise.all([
       stage(
         () => planner.plan(snap),

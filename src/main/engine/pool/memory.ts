@@ -1,0 +1,54 @@
+/**
+ * How much memory a backup or restore may use (BackupOptions.memory, RestoreOptions.memory): the worker
+ * count and the budgets of the buffers in flight for each mode. 'low' is for old PCs: one worker and
+ * fewer, smaller buffers, at the cost of speed (docs/performance.md has both modes' figures and where
+ * the memory goes). Nothing here may import more than ./early.ts and types (the CLI's launcher loads it).
+ */
+import type { MemoryMode } from '../operations.js';
+import { defaultWorkerCount } from './early.js';
+
+export const MEMORY_MODES: readonly MemoryMode[] = ['normal', 'low'];
+
+const MiB = 1024 * 1024;
+
+export interface MemoryProfile {
+  workers: number;
+  /** Backup: file tasks in flight per worker (each may hold a read block of 8 MiB). */
+  tasksPerWorker: number;
+  /** Backup: data packs held in memory at once (repo/repository.ts packBuffers). */
+  packBuffers: number;
+  /** Backup: bytes of new chunks waiting to be sealed before the readers pause (backup/sealer.ts). */
+  sealBudget: number;
+  /** Sealed-segment buffers a worker keeps to seal into, and the pool keeps for its workers (bytes). */
+  scratchBytes: number;
+  /** Restore: loops reading packs at once (restore/packQueue.ts). */
+  restoreLoops: number;
+}
+
+const NORMAL: Omit<MemoryProfile, 'workers'> = {
+  tasksPerWorker: 2,
+  packBuffers: 2,
+  sealBudget: 8 * MiB,
+  scratchBytes: 16 * MiB,
+  restoreLoops: 4,
+};
+
+const LOW: Omit<MemoryProfile, 'workers'> = {
+  tasksPerWorker: 1,
+  packBuffers: 1,
+  sealBudget: 4 * MiB,
+  scratchBytes: 4 * MiB,
+  restoreLoops: 1,
+};
+
+/** The worker threads a backup or restore starts: the caller's count, else one per core (up to 8), one
+ *  in 'low' mode. */
+export function workersFor(mode: MemoryMode | undefined, workers?: number): number {
+  if (workers !== undefined && workers > 0) return workers;
+  return mode === 'low' ? 1 : defaultWorkerCount();
+}
+
+/** The budgets of a mode ('normal' when absent); a worker count of the caller's wins over the mode's. */
+export function memoryProfile(mode: MemoryMode | undefined, workers?: number): MemoryProfile {
+  return { ...(mode === 'low' ? LOW : NORMAL), workers: workersFor(mode, workers) };
+}
