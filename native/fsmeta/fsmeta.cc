@@ -1160,8 +1160,35 @@ static Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// Gives the pages behind an idle ArrayBuffer back to the system (madvise MADV_DONTNEED; the memory stays
+// mapped and reads as zeros until written again). For the aligned WebAssembly memories the engine keeps
+// for reuse (src/main/engine/aligned.ts): V8 frees such a memory only when a collection finds it dead, so
+// a kept one stayed resident while nothing used it (a backup's large-file read blocks, ~14 MiB per worker,
+// through its small files). Returns 0 or an errno; -1 elsewhere than Linux.
+static Napi::Value ReleasePages(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsArrayBuffer()) {
+    Napi::TypeError::New(info.Env(), "releasePages(arrayBuffer)").ThrowAsJavaScriptException();
+    return info.Env().Undefined();
+  }
+#if defined(__linux__) && defined(MADV_DONTNEED)
+  auto ab = info[0].As<Napi::ArrayBuffer>();
+  uintptr_t start = reinterpret_cast<uintptr_t>(ab.Data());
+  size_t len = ab.ByteLength();
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0 || start % static_cast<uintptr_t>(page) != 0 || len == 0)
+    return Napi::Number::New(info.Env(), EINVAL);
+  len -= len % static_cast<size_t>(page);
+  int rc = madvise(reinterpret_cast<void*>(start), len, MADV_DONTNEED);
+  return Napi::Number::New(info.Env(), rc == 0 ? 0 : errno);
+#else
+  return Napi::Number::New(info.Env(), -1);
+#endif
+}
+
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
+  exports.Set("releasePages", Napi::Function::New(env, ReleasePages));
   exports.Set("readThreadsStarted", Napi::Function::New(env, ReadThreadsStarted));
   exports.Set("writeWhole", Napi::Function::New(env, WriteWhole));
   exports.Set("setTimes", Napi::Function::New(env, SetTimes));

@@ -57,6 +57,23 @@ function adviseHugePages(memory: ArrayBuffer): void {
   advise?.(memory); // advice only: whatever it returns, the memory is the same
 }
 
+/**
+ * A memory is freed only when a collection finds it dead (rarely, in a worker), and one kept for reuse
+ * stays resident while idle: a backup's large-file read blocks sat through its small files. The pages of
+ * every kept memory but the first of its size are given back (madvise MADV_DONTNEED, native/fsmeta; the
+ * memory stays mapped, and reads as zeros until written again: in huge pages, a few faults).
+ */
+let release: ((ab: ArrayBuffer) => number) | null | undefined;
+function releasePages(memory: ArrayBufferLike): void {
+  if (release === undefined)
+    release =
+      process.platform === 'linux'
+        ? (loadNativeAddon<{ releasePages?: (ab: ArrayBuffer) => number }>('fsmeta', 'tidemark_fsmeta')
+            ?.releasePages ?? null)
+        : null;
+  release?.(memory as ArrayBuffer); // whatever it returns, the memory is usable as before
+}
+
 const kept = new Map<number, Buffer[]>();
 /** This thread's aligned memories: bytes ever made (they are never returned, but kept or collected) and
  *  kept for reuse now (for TIDEMARK_MEMTRACE, engine/pool/memtrace.ts). */
@@ -95,6 +112,7 @@ export function takeAligned(size: number): Buffer | undefined {
 export function giveAligned(b: Buffer, keep = 4): void {
   const list = kept.get(b.length) ?? [];
   if (list.length < keep) {
+    if (list.length) releasePages(b.buffer);
     list.push(b);
     alignedBytes.kept += b.length;
   }

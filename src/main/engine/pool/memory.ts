@@ -29,7 +29,7 @@ const NORMAL: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 2,
   packBuffers: 2,
   sealBudget: 8 * MiB,
-  scratchBytes: 16 * MiB,
+  scratchBytes: 8 * MiB,
   restoreLoops: 4,
 };
 
