@@ -21,6 +21,7 @@ export {
   releasePool,
   spareSealedCount,
   spareSegmentCount,
+  sharedPools,
 } from './shared.js';
 export { prestartWorkers, prestartedCount } from './threads.js';
 export { defaultWorkerCount } from './early.js';

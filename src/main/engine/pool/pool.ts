@@ -55,7 +55,12 @@ export class WorkerPool {
     return taken;
   }
 
-  constructor(init: WorkerInit, size = defaultWorkerCount(), limits?: SpareLimits) {
+  constructor(
+    /** The settings its threads were given. */
+    readonly init: WorkerInit,
+    size = defaultWorkerCount(),
+    limits?: SpareLimits,
+  ) {
     this.size = size;
     this.spares = new SpareBuffers(limits);
     const entry = workerEntry();

@@ -60,6 +60,15 @@ export function spareSealedCount(): number {
   return n;
 }
 
+/** The settings of the shared pools now (for tests): thread count, worker scratch and sealed buffers kept. */
+export function sharedPools(): { size: number; scratchBytes?: number; sealedBytes?: number }[] {
+  return [...shared.values()].map(({ pool }) => ({
+    size: pool.size,
+    scratchBytes: pool.init.scratchBytes,
+    sealedBytes: pool.spares.maxSealedBytes,
+  }));
+}
+
 /** Emptied segment buffers the shared pools hold for reading workers (for tests). */
 export function spareSegmentCount(): number {
   let n = 0;

@@ -39,7 +39,7 @@ export class SpareBuffers {
   private sealedBytes = 0;
   private readonly maxSegments: number;
   private readonly maxSealed: number;
-  private readonly maxSealedBytes: number;
+  readonly maxSealedBytes: number;
 
   constructor(limits: SpareLimits = {}) {
     this.maxSegments = limits.segments ?? MAX_SPARE_SEGMENTS;
