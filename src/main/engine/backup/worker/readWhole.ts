@@ -24,7 +24,7 @@ function takeBlock(size: number): Buffer {
 function giveBlock(buf: Buffer): void {
   if (buf.length === READ_BLOCK && freeBlocks.length < 4) freeBlocks.push(buf);
 }
-/** A read block for direct reads (../aligned.ts: whole 64 KiB pages): the unfinished chunk (under
+/** A read block for direct reads (../../aligned.ts: whole 64 KiB pages): the unfinished chunk (under
  *  chunker.max) and at least 2 MiB more. Direct reads fill a block whole, where buffered ones stopped once
  *  chunker.max bytes were in it: larger blocks only raised a full backup's peak RSS, at the same speed. */
 const alignedBlockBytes = () => Math.ceil((settings.chunker.max + 2 * MiB) / 65536) * 65536;
