@@ -52,8 +52,11 @@ describe('documentation references', () => {
     // the renderer, docs); a bare file name anywhere in the tree. Code is looked at only in its comments.
     const files = sources();
     const names = new Set(files.map((f) => path.basename(f)));
-    const bases = ['src/main/engine', 'src/main', 'src/renderer/src', 'src', 'docs'].map((b) => path.join(ROOT, b));
-    const ref = /(?<![\w@/.*<-])((?:\.{1,2}\/)*(?:[\w.-]+\/)*\w[\w.-]*\.(?:ts|tsx|mjs|cc|md|sh|gyp))(?![\w/-])/g;
+    const bases = ['src/main/engine', 'src/main', 'src/renderer/src', 'src', 'docs'].map((b) =>
+      path.join(ROOT, b),
+    );
+    const ref =
+      /(?<![\w@/.*<-])((?:\.{1,2}\/)*(?:[\w.-]+\/)*\w[\w.-]*\.(?:ts|tsx|mjs|cc|md|sh|gyp))(?![\w/-])/g;
     const comment = /(?:^\s*(?:\/\/|\/\*+|\*(?!\/))|\s\/\/\s|#\s)(.*)$/;
     const problems: string[] = [];
     let count = 0;
