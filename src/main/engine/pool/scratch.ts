@@ -5,7 +5,7 @@
  * Buffers of whole MiBs to seal into and to read small files into, used again instead of freed. A fresh
  * multi-MiB buffer is fresh memory from the kernel (the engine maps large allocations and unmaps them when
  * freed): AES writing sealed blobs into new buffers, reading small files into new ones and unmapping them
- * afterwards were a large share of a full backup's CPU, nearly all of it page faults (perf). A sealed
+ * afterwards cost a full backup about half a CPU-second, most of it page faults (perf). A sealed
  * segment's buffer comes back from the main thread once its blobs are copied into their data
  * pack's buffer, or once a pack holding one as a view is written (./ledger.ts, SpareBuffers.keepSealed), with
  * a later task (ToWorker.spares) or dedup answer (QueryReply.scratch); a small-file batch's read buffer is

@@ -103,7 +103,7 @@ export interface FinishedPack {
  * which would otherwise copy the pieces into a stage, so nothing is copied more). A backup's sealed
  * buffers otherwise stay on the main thread until their pack is written: tens of MB of them at a time,
  * whose comings and goings make V8 collect the main thread's heap every ~100 ms ("external memory
- * pressure": several times the mark-compacts, and their pauses, in a full backup). A blob
+ * pressure": two to three times the mark-compacts, and their pauses, in a full backup). A blob
  * that does not fit in what is left of the buffer, and every one after it, is kept as a view (a part of
  * its own) as without `gather`.
  */

@@ -46,7 +46,7 @@ export const DEFAULT_PACK_WRITES = 2;
  * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
  * JavaScript objects each; a block file's list counts as its bytes / 800 more, so one list of 512 Ki
  * blocks, 16 MiB, fits). A larger cache mostly held trees a no-change backup's walk never asks for
- * again (each counted ~4× with V8's heap growth), raising a million-file backup's peak RSS by a third;
+ * again (each counted ~4× with V8's heap growth), raising a million-file backup's peak RSS by almost half;
  * this one costs no measurable speed there nor in a restore (each tree is read once; tree packs stay
  * cached, see treePackOf).
  */
