@@ -15,8 +15,9 @@ export interface MemoryProfile {
   workers: number;
   /** Backup: file tasks in flight per worker (each may hold a read block of 8 MiB). */
   tasksPerWorker: number;
-  /** Backup: data packs held in memory at once (repo/repository.ts packBuffers). */
-  packBuffers: number;
+  /** Backup: data packs held in memory at once (repo/repository.ts packBuffers; unset: the backend's
+   *  writes at once and one filling). */
+  packBuffers?: number;
   /** Backup: bytes of new chunks waiting to be sealed before the readers pause (backup/sealer.ts). */
   sealBudget: number;
   /** Sealed-segment buffers a worker keeps to seal into, and the pool keeps for its workers (bytes). */
@@ -27,7 +28,6 @@ export interface MemoryProfile {
 
 const NORMAL: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 2,
-  packBuffers: 2,
   sealBudget: 8 * MiB,
   scratchBytes: 8 * MiB,
   restoreLoops: 4,

@@ -113,9 +113,10 @@ export class Repository {
   private readonly uploads = new Set<Promise<void>>();
   /** While a full pack waits for an upload slot (see uploadPack): blobs wait for it too. */
   private slotWait?: Promise<void>;
-  /** Data packs held in memory at once (gathered in their buffers, ~20 MiB each: repo/pack.ts): 2 lets
-   *  the next pack fill while one is written; 1 waits for the write (BackupOptions.memory 'low'). */
-  packBuffers = 2;
+  /** Data packs held in memory at once (gathered in their buffers, ~20 MiB each: repo/pack.ts), the one
+   *  filling included. Unset: as many as the backend writes at once, and one filling meanwhile; 1: the
+   *  next pack waits until the last one is written (BackupOptions.memory 'low'). */
+  packBuffers: number | undefined;
   /** Data packs started since the last flush (see packTarget). */
   private dataPacksSinceFlush = 0;
   private uploadError?: unknown;
@@ -303,7 +304,7 @@ export class Repository {
     while (this.slotWait) await this.slotWait;
     let b = this.builders.get(type);
     // a new data pack takes its buffer only while fewer than packBuffers - 1 are being written
-    if (type === BlobType.Data && !b?.count)
+    if (type === BlobType.Data && !b?.count && this.packBuffers !== undefined)
       while (this.uploads.size && this.uploads.size >= this.packBuffers - 1) await Promise.race(this.uploads);
     b = this.builders.get(type);
     if (!b) {
