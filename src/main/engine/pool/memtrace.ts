@@ -117,7 +117,7 @@ export function memtraceReport(): string | undefined {
       (w, i) =>
         `  worker ${i + 1}: JS heap ${f(w.heapTotal)} MiB (${f(w.heapUsed)} used), ArrayBuffers ${f(w.arrayBuffers)}, other external ${f(w.external - w.arrayBuffers)}; ${g(w)}`,
     ),
-    `  total: JS heaps ${f(heaps)} MiB, ArrayBuffers ${f(buffers)}, other external ${f(otherExternal)}, the rest (native: code, malloc arenas, addons) ${f(native)}`,
+    `  total: JS heaps ${f(heaps)} MiB, ArrayBuffers ${f(buffers)}, other external ${f(otherExternal)}, RSS less these (native: code, malloc arenas, addons; low when counted buffers are not all resident) ${f(native)}`,
   ];
   return lines.join('\n');
 }
