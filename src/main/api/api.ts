@@ -478,6 +478,7 @@ export class TidemarkApi {
           target,
           include: a.paths.filter((p) => p !== '/'),
           overwrite: a.overwrite,
+          memory: job.options.memory,
           signal: abort.signal,
           progress: (p) => {
             Object.assign(status, {

@@ -155,6 +155,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
           ? j.options.readLimitBytesPerSec / (1024 * 1024)
           : undefined,
         workers: j.options.workers,
+        ...(j.options.memory === 'low' ? { memory: 'low' as const } : {}),
         verifyAfter: j.options.verifyAfterBackup,
         blockFiles: j.options.blockFiles,
         snapshot: j.options.snapshot,
@@ -192,6 +193,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
           ? Math.round(spec.options.readLimitMBps * 1024 * 1024)
           : undefined,
         workers: spec.options.workers,
+        memory: spec.options.memory === 'low' ? ('low' as const) : undefined,
         verifyAfterBackup: spec.options.verifyAfter,
         blockFiles: spec.options.blockFiles,
         snapshot: spec.options.snapshot,

@@ -218,7 +218,9 @@ export class RunManager implements Runner {
         job: job.snapshotTag,
         tags: [`job:${job.name}`],
         forceFull: full,
-        workers: job.options.workers ?? settings.workers,
+        // low memory picks its own (fewer) workers unless the job names a number
+        workers: job.options.workers ?? (job.options.memory === 'low' ? undefined : settings.workers),
+        memory: job.options.memory,
         compressionLevel: job.options.compressionLevel ?? settings.compressionLevel,
         readLimitBytesPerSec: limit ? Math.round(limit * 1024 * 1024) : undefined,
         blockFiles: job.options.blockFiles === false ? false : {},
