@@ -9,7 +9,10 @@ export function describeMemory(low: boolean): string {
 }
 
 /** The job's options for the checkbox: a low-memory job lets the engine pick its (fewer) workers. */
-export function memoryOptions(low: boolean, workers: number | undefined): Pick<JobOptions, 'memory' | 'workers'> {
+export function memoryOptions(
+  low: boolean,
+  workers: number | undefined,
+): Pick<JobOptions, 'memory' | 'workers'> {
   return low ? { memory: 'low', workers: undefined } : { memory: undefined, workers };
 }
 
