@@ -724,7 +724,9 @@ export interface RestoreStatus {
   filesDone: number;
   bytesDone: number;
   skipped: number;
+  /** The first errors (up to 1000: the app keeps no more); `errorCount` counts them all. */
   errors: { path: string; message: string }[];
+  errorCount?: number;
   error?: WireError;
 }
 

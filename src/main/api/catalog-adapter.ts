@@ -50,6 +50,8 @@ import {
 } from './destination.js';
 import { describeDestination } from '../../shared/destination.js';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../shared/compression.js';
+import { BoundedSeries, boundSeries, mergeRunSamples, RUN_SAMPLES_MAX } from '../../shared/series.js';
+import { MAX_RUN_WARNINGS } from './bounded.js';
 import type { Destination } from '../../shared/api.js';
 
 const iso = (ms: number | null | undefined) => new Date(ms ?? 0).toISOString();
@@ -330,8 +332,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
     const problems = this.catalog.runProblems(n);
     return {
       ...this.summary(r, problems.filter((p) => p.severity === 'warning').length),
-      samples: this.catalog.runSamples(n).map(sample),
-      warningList: problems.map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
+      samples: boundSeries(this.catalog.runSamples(n).map(sample), RUN_SAMPLES_MAX, mergeRunSamples),
+      warningList: problems
+        .slice(0, MAX_RUN_WARNINGS)
+        .map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
       log: this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`),
       ...(r.requests ? { requests: r.requests } : {}),
       ...(r.snapshots ? { snapshots: r.snapshots } : {}),
@@ -433,7 +437,7 @@ interface LiveState {
   startedAt: number;
   phase: Phase;
   progress?: BackupProgress;
-  samples: RunSample[];
+  samples: BoundedSeries<RunSample>;
   previous?: { ms: number; bytes: number };
   full: boolean;
 }
@@ -459,7 +463,7 @@ export class CatalogRunner implements Runner {
         status: 'queued',
         startedAt: this.now(),
         phase: 'queued',
-        samples: [],
+        samples: new BoundedSeries<RunSample>(RUN_SAMPLES_MAX, mergeRunSamples),
         full: e.full,
         previous: this.previous(e.jobId),
       });
@@ -472,7 +476,7 @@ export class CatalogRunner implements Runner {
         status: 'running',
         startedAt: e.at,
         phase: 'starting',
-        samples: [],
+        samples: new BoundedSeries<RunSample>(RUN_SAMPLES_MAX, mergeRunSamples),
         full: e.full,
         previous: this.previous(e.jobId),
       };
@@ -486,6 +490,7 @@ export class CatalogRunner implements Runner {
       if (!l) return;
       l.progress = e.progress;
       l.phase = e.progress.phase;
+      // the chart's whole run in a bounded series (the catalog keeps every sample)
       if (e.sample) l.samples.push(sample(e.sample));
       this.push(e.runId, !!e.sample);
     });
@@ -586,7 +591,7 @@ export class CatalogRunner implements Runner {
       etaMs: etaMs === null ? null : Math.round(etaMs),
       elapsedMs,
       canPause: true,
-      samples: l.samples,
+      samples: l.samples.points,
     };
   }
 
