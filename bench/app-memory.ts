@@ -9,7 +9,8 @@
  *                     peaks over the run (the server's VmHWM, reset before; the renderer sampled 4×/s)
  *   after it          idle again, after a garbage collection
  *   full, low memory  the same dataset backed up by a job with "Use less memory" into a new repository
- *   after N runs      N more backups (no change) watched on the Live run page, then History (200 runs)
+ *   after N runs      N more backups (no change) watched on the Live run page, then History (200 runs);
+ *                     also halfway through them (does the process grow with runs, or settle?)
  * For each: the server's RSS / peak RSS and V8 heap (used; the highest seen), the renderer's JS heap
  * (CDP Performance.getMetrics JSHeapUsedSize) and RSS (/proc, the largest `--type=renderer` process),
  * and Chromium's whole process tree (PSS: browser, GPU, utility, zygote and renderer processes).
@@ -197,6 +198,8 @@ interface Row {
   phase: string;
   server: ServerFigures;
   rendererHeap: number;
+  /** What the renderer's heap keeps: after a collection (run rows: the highest of those taken every 5 s). */
+  rendererLive: number;
   rendererRss: number;
   treePss: number;
   /** A run's row: peaks over the run. */
@@ -220,6 +223,7 @@ async function idleRow(phase: string, server: Server, cdp: CDPSession, note?: st
     phase,
     server: await server.stats(),
     rendererHeap: await jsHeapUsed(cdp),
+    rendererLive: await jsHeapUsed(cdp),
     rendererRss: c.rendererRss,
     treePss: c.treePss,
     note,
@@ -237,11 +241,18 @@ async function runRow(
   const t0 = Date.now();
   const runId = await start();
   let heap = 0;
+  let live = 0;
   let rss = 0;
   let pss = 0;
+  let lastGc = Date.now();
   while (!server.finished.has(runId)) {
     const c = chromiumMemory(server.pid);
     heap = Math.max(heap, await jsHeapUsed(cdp));
+    if (Date.now() - lastGc >= 5000) {
+      await cdp.send('HeapProfiler.collectGarbage');
+      live = Math.max(live, await jsHeapUsed(cdp));
+      lastGc = Date.now();
+    }
     rss = Math.max(rss, c.rendererRss);
     pss = Math.max(pss, c.treePss);
     await new Promise((r) => setTimeout(r, 250));
@@ -255,6 +266,7 @@ async function runRow(
     phase,
     server: await server.stats(),
     rendererHeap: heap,
+    rendererLive: live,
     rendererRss: rss,
     treePss: pss,
     run: true,
@@ -320,6 +332,11 @@ async function main(): Promise<void> {
 
     const t0 = Date.now();
     for (let i = 0; i < moreRuns; i++) {
+      // halfway too: whether the process grows with runs or settles
+      if (i === Math.floor(moreRuns / 2) && i > 0) {
+        await setHash(page, '#/history');
+        await idleRow(`after ${i} more runs (History)`, server, cdp);
+      }
       const run = await server.call<{ id: string }>('jobs.runNow', { id: job.id });
       await setHash(page, `#/run/${encodeURIComponent(run.id)}`);
       while (!server.finished.has(run.id)) await new Promise((r) => setTimeout(r, 100));
@@ -344,7 +361,7 @@ async function main(): Promise<void> {
     'server RSS',
     'server peak RSS',
     'server heap (max)',
-    'renderer JS heap',
+    'renderer JS heap (kept)',
     'renderer RSS',
     'Chromium PSS',
     'Electron est.',
@@ -354,7 +371,7 @@ async function main(): Promise<void> {
     mib(r.server.rss),
     r.run ? mib(r.server.peakRss) : '—',
     `${mib(r.server.heapUsed)} (${mib(r.server.maxHeapUsed)})`,
-    mib(r.rendererHeap),
+    `${mib(r.rendererHeap)} (${mib(r.rendererLive)})`,
     mib(r.rendererRss),
     mib(r.treePss),
     mib((r.run ? r.server.peakRss : r.server.rss) + r.treePss),
@@ -368,7 +385,8 @@ async function main(): Promise<void> {
   console.log('');
   for (const r of rows) if (r.note) console.log(`${r.phase}: ${r.note}`);
   console.log(
-    '\nRun rows: peaks over the run (server: VmHWM since the run started, its heap the highest seen; renderer: sampled 4×/s).' +
+    '\nRun rows: peaks over the run (server: VmHWM since the run started, its heap the highest seen; renderer: sampled 4×/s;' +
+      '\n  kept: the highest after a collection, taken every 5 s).' +
       '\nIdle rows: 7 s after the last run (idle worker pools closed), after a garbage collection in both.' +
       '\nElectron est. = server RSS (its peak in run rows) + Chromium PSS (browser, GPU, utility, renderer processes).',
   );
