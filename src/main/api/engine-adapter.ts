@@ -32,8 +32,19 @@ class RealHandle implements RepoHandle {
   get immutability() {
     return this.repo.immutability;
   }
-  listSnapshots() {
-    return this.repo.listSnapshots();
+  /** Damaged snapshot files already reported (each once per handle). */
+  private readonly damaged = new Set<string>();
+  /** The snapshots to browse: a damaged snapshot file is left out (and logged) instead of hiding every
+   *  other snapshot of the repository; the job's check reports it and repair mends it. */
+  listSnapshots(opts: { damaged?: (id: string, err: Error) => void } = {}) {
+    return this.repo.listSnapshots({
+      damaged: (id, err) => {
+        opts.damaged?.(id, err);
+        if (this.damaged.has(id)) return;
+        this.damaged.add(id);
+        console.warn(`tidemark: snapshot ${id.slice(0, 12)} is damaged and not shown: ${err.message}`);
+      },
+    });
   }
   loadTree(id: string) {
     return this.repo.loadTree(id);

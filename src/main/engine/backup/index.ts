@@ -92,7 +92,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     const workerPool = pool;
     ledger = new BufferLedger((ab) => workerPool.spares.keepSealed(ab));
     await repo.loadIndex(true); // pick up what other writers added
-    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
+    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent, log);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
     // the mass-change alarm learns what changed from the walk (engine/alarm; nothing to compare without a parent)
     const watch = (run.watch = parent

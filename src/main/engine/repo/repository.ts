@@ -574,7 +574,14 @@ export class Repository {
     return id;
   }
 
-  async listSnapshots(): Promise<SnapshotEntry[]> {
+  /**
+   * The snapshots, oldest first. A damaged snapshot file (CorruptObjectError) fails the listing, as
+   * pruning and retention need every snapshot to know what is still used; a caller that only browses
+   * or looks for a parent passes `damaged` instead: the damaged ones are handed to it and left out.
+   */
+  async listSnapshots(
+    opts: { damaged?: (id: ID, err: CorruptObjectError) => void } = {},
+  ): Promise<SnapshotEntry[]> {
     const names: string[] = [];
     for await (const o of this.backend.list('snapshots')) names.push(o.name);
     const out: SnapshotEntry[] = [];
@@ -583,6 +590,7 @@ export class Repository {
         out.push({ ...(await loadJson<Snapshot>(this.backend, this.key, 'snapshots', name)), id: name });
       } catch (err) {
         if (err instanceof NotFoundError) return; // removed meanwhile by forget
+        if (err instanceof CorruptObjectError && opts.damaged) return opts.damaged(name, err);
         throw err;
       }
     });
