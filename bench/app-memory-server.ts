@@ -21,8 +21,14 @@ const statusKb = (field: string): number => {
 };
 let maxHeapUsed = 0;
 let maxExternal = 0;
+/** The run's phase (from run.progress) and the highest RSS and heap seen in each. */
+let phase = 'idle';
+let byPhase: Record<string, { rss: number; heap: number }> = {};
 const watch = setInterval(() => {
   const m = process.memoryUsage();
+  const p = (byPhase[phase] ??= { rss: 0, heap: 0 });
+  p.rss = Math.max(p.rss, m.rss);
+  p.heap = Math.max(p.heap, m.heapUsed);
   maxHeapUsed = Math.max(maxHeapUsed, m.heapUsed);
   maxExternal = Math.max(maxExternal, m.external + m.arrayBuffers);
 }, 100);
@@ -37,6 +43,7 @@ export interface ServerFigures {
   maxHeapUsed: number;
   maxExternal: number;
   heapLimit: number;
+  byPhase: Record<string, { rss: number; heap: number }>;
 }
 
 process.on('message', (msg: { op: string }) => {
@@ -49,6 +56,7 @@ process.on('message', (msg: { op: string }) => {
     const m = process.memoryUsage();
     maxHeapUsed = m.heapUsed;
     maxExternal = m.external + m.arrayBuffers;
+    byPhase = {};
     process.send!({ op: 'reset' });
   } else if (msg.op === 'stats') {
     const m = process.memoryUsage();
@@ -61,6 +69,7 @@ process.on('message', (msg: { op: string }) => {
       maxHeapUsed: Math.max(maxHeapUsed, m.heapUsed),
       maxExternal: Math.max(maxExternal, m.external + m.arrayBuffers),
       heapLimit: v8.getHeapStatistics().heap_size_limit,
+      byPhase,
     };
     process.send!({ op: 'stats', figures });
   } else if (msg.op === 'call') {
@@ -76,6 +85,10 @@ process.on('message', (msg: { op: string }) => {
   }
 });
 api.on((event, payload) => {
-  if (event === 'run.finished') process.send!({ op: 'event', event, payload });
+  if (event === 'run.progress') phase = (payload as { phase: string }).phase;
+  if (event === 'run.finished') {
+    phase = 'idle';
+    process.send!({ op: 'event', event, payload });
+  }
 });
 process.send!({ op: 'ready', url: server.tokenUrl, pid: process.pid });

@@ -262,15 +262,19 @@ async function runRow(
     'runs.get',
     { id: runId },
   );
+  const figures = await server.stats();
+  const phases = Object.entries(figures.byPhase)
+    .map(([p, f]) => `${p} ${mib(f.rss)} (heap ${mib(f.heap)})`)
+    .join(', ');
   rows.push({
     phase,
-    server: await server.stats(),
+    server: figures,
     rendererHeap: heap,
     rendererLive: live,
     rendererRss: rss,
     treePss: pss,
     run: true,
-    note: `${run.status}, ${run.counters.filesScanned} files, ${mib(run.counters.bytesScanned)} MiB in ${(ms / 1000).toFixed(1)} s`,
+    note: `${run.status}, ${run.counters.filesScanned} files, ${mib(run.counters.bytesScanned)} MiB in ${(ms / 1000).toFixed(1)} s; server RSS by phase: ${phases}`,
   });
   return ms;
 }
