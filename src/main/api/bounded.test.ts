@@ -8,7 +8,7 @@ import { createRunEvents } from '../engine/schedule/events.js';
 import { newBackupProgress } from '../engine/operations.js';
 import type { Scheduler } from '../engine/schedule/scheduler.js';
 import { CatalogJobs, CatalogRunner } from './catalog-adapter.js';
-import { dropOldFinished } from './bounded.js';
+import { boundLog, dropOldFinished } from './bounded.js';
 import { RUN_SAMPLES_MAX } from '../../shared/series.js';
 import type { LiveRun } from '../../shared/api.js';
 
@@ -74,5 +74,17 @@ describe('the live run series', () => {
     expect(live.samples.length).toBeGreaterThan(RUN_SAMPLES_MAX / 2);
     expect(live.samples.at(-1)).toMatchObject({ t: n * 1000, readBps: 1e6, writeBps: 5e5, filesPerSec: 3 });
     expect(live.samples[0].t).toBeLessThanOrEqual((n / (RUN_SAMPLES_MAX / 2)) * 1000);
+  });
+});
+
+describe('boundLog', () => {
+  it('sends a long log as its start and end, saying how much is left out', () => {
+    const lines = Array.from({ length: 10_000 }, (_, i) => `line ${i}`);
+    const out = boundLog(lines, 100);
+    expect(out).toHaveLength(101);
+    expect(out[0]).toBe('line 0');
+    expect(out[50]).toMatch(/^… 9900 lines left out/);
+    expect(out.at(-1)).toBe('line 9999');
+    expect(boundLog(lines.slice(0, 100), 100)).toEqual(lines.slice(0, 100));
   });
 });

@@ -51,7 +51,7 @@ import {
 import { describeDestination } from '../../shared/destination.js';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../shared/compression.js';
 import { BoundedSeries, boundSeries, mergeRunSamples, RUN_SAMPLES_MAX } from '../../shared/series.js';
-import { MAX_RUN_WARNINGS } from './bounded.js';
+import { boundLog, MAX_RUN_WARNINGS } from './bounded.js';
 import type { Destination } from '../../shared/api.js';
 
 const iso = (ms: number | null | undefined) => new Date(ms ?? 0).toISOString();
@@ -336,7 +336,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
       warningList: problems
         .slice(0, MAX_RUN_WARNINGS)
         .map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
-      log: this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`),
+      log: boundLog(this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`)),
       ...(r.requests ? { requests: r.requests } : {}),
       ...(r.snapshots ? { snapshots: r.snapshots } : {}),
     };
