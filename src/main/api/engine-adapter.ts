@@ -16,7 +16,7 @@ import type {
 } from '../engine/operations.js';
 import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
-import { forget } from '../engine/repo/retention.js';
+import { forget, prune } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
 import { restoreTest, type RestoreTestOptions, type RestoreTestResult } from '../engine/restoretest/index.js';
 import { repair, type RepairOptions, type RepairReport } from '../engine/repair/index.js';
@@ -128,6 +128,25 @@ export class RealEngine implements Engine {
 
   repair(handle: RepoHandle, opts: RepairOptions): Promise<RepairReport> {
     return repair((handle as RealHandle).repo, opts);
+  }
+
+  unlockMaintenance(handle: RepoHandle, password: string): Promise<void> {
+    return (handle as RealHandle).repo.unlockMaintenance(password);
+  }
+
+  async cleanUp(handle: RepoHandle, opts: { retention: RetentionPolicy; job: string; signal?: AbortSignal }) {
+    const repo = (handle as RealHandle).repo;
+    const d = await forget(repo, opts.retention, { job: opts.job });
+    const p = await prune(repo, { signal: opts.signal });
+    return {
+      snapshotsKept: d.keep.length,
+      snapshotsRemoved: d.remove.length,
+      snapshotsHeld: d.keep.filter((k) => k.reasons.some((r) => r.startsWith('held by the mass-change')))
+        .length,
+      packsRemoved: p.packsRemoved,
+      packsRewritten: p.packsRewritten,
+      bytesFreed: p.bytesFreed,
+    };
   }
 
   async maintenance(handle: RepoHandle): Promise<MaintenanceInfo | null> {

@@ -48,7 +48,7 @@ export interface BackupRunResult extends BackupResult {
 }
 
 /** Tasks in flight per worker: one reading while the other waits on CPU (a third per worker only held
- *  another 8 MiB read block each, ~30 MB more peak RSS at the same speed in `npm run bench`). */
+ *  another 8 MiB read block each: more peak RSS at the same speed in `npm run bench`). */
 const TASKS_PER_WORKER = 2;
 
 export async function backup(repo: Repository, options: BackupOptions): Promise<BackupRunResult> {
