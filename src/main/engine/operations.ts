@@ -125,7 +125,7 @@ export interface BackupOptions {
   /** Number of CPU workers (default: number of cores). */
   workers?: number;
   /** How much memory the engine may use: 'normal' (default) or 'low' for machines short of memory (one
-   *  worker, fewer buffers in flight, smaller caches: slower). Workers and budgets per mode: engine/memory.ts. */
+   *  worker, fewer buffers in flight, smaller caches: slower). Workers and budgets per mode: the pool's memory profiles. */
   memory?: MemoryMode;
   /** zstd level; 0 disables compression. */
   compressionLevel?: number;
@@ -190,7 +190,7 @@ export interface RestoreOptions {
   relativeTo?: string;
   workers?: number;
   /** How much memory the restore may use: 'normal' (default) or 'low' (one worker, fewer packs in flight,
-   *  smaller buffers: slower). Workers and budgets per mode: engine/memory.ts. */
+   *  smaller buffers: slower). Workers and budgets per mode: the pool's memory profiles. */
   memory?: MemoryMode;
   /** The most file pieces (one per blob a file needs) a restore holds planned and not yet written
    *  (default 65536): at that bound it reads every pack planned so far before it plans more. */
