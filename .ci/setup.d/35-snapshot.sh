@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Filesystem snapshots (issue 29): the tests in tests/snapshot/ and tests/tracking/property-snapshot.test.ts
 # make btrfs and LVM (thin and classic) filesystems on loop devices: btrfs-progs, lvm2 (+ the thin pool
-# checker), e2fsprogs and util-linux. Idempotent. They run as root; without loop devices, or (LVM) without
-# device-mapper in the kernel, they skip with the reason.
+# checker), e2fsprogs, xfsprogs (an LVM test snapshots XFS) and util-linux. Idempotent. They run as root;
+# without loop devices, or (LVM) without device-mapper in the kernel, they skip with the reason (the LVM
+# ones then run in a guest: 36-kvm-guest.sh).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for p in btrfs-progs lvm2 thin-provisioning-tools e2fsprogs util-linux mount; do
+for p in btrfs-progs lvm2 thin-provisioning-tools e2fsprogs xfsprogs util-linux mount; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
