@@ -12,7 +12,7 @@ export default defineConfig({
       rolldownOptions: {
         input: {
           index: resolve(__dirname, 'src/main/index.ts'),
-          // the engine's worker threads load out/main/pipelineWorker.js (see engine/workers/index.ts)
+          // the engine's worker threads load out/main/pipelineWorker.js (see engine/pool/threads.ts)
           pipelineWorker: resolve(__dirname, 'src/main/engine/workers/pipelineWorker.ts'),
         },
       },

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const addons = ['', 'cbt', 'fsmeta', 'cdc', 'aead'].map((d) => path.join(root, 'native', d)).filter((dir) =>
+const addons = ['', 'cbt', 'fsmeta', 'cdc', 'aead', 'iotest'].map((d) => path.join(root, 'native', d)).filter((dir) =>
   existsSync(path.join(dir, 'binding.gyp')),
 );
 

@@ -73,7 +73,13 @@ export type Retention = z.infer<typeof retentionSchema>;
 export const localDestinationSchema = z.object({
   kind: z.literal('local'),
   path: z.string().trim().min(1, 'choose a destination folder'),
+  /** Append-only repository: backups never delete or overwrite anything; pruning needs a separate
+   *  maintenance password (chosen when the repository is created). */
+  appendOnly: z.boolean().optional(),
 });
+
+/** S3 object lock of a repository's backup objects (chosen when the repository is created). */
+export const objectLockSchema = z.enum(['governance', 'compliance']);
 
 /**
  * An S3-compatible bucket. The secret access key is never part of a destination (nor of a job): it
@@ -105,6 +111,8 @@ export const s3DestinationSchema = z
     accessKeyId: z.string().trim().min(1, 'enter the access key ID'),
     /** Allow plain http to a host that is not this computer (keys and data travel unprotected). */
     allowInsecureHttp: z.boolean().optional(),
+    /** Lock every backup object against deletion for as long as the retention keeps it. */
+    objectLock: objectLockSchema.optional(),
   })
   .refine((d) => !/^http:/i.test(d.endpoint) || d.allowInsecureHttp === true || isLoopbackUrl(d.endpoint), {
     path: ['endpoint'],
@@ -138,6 +146,14 @@ export const jobOptionsSchema = z.object({
   postCommand: z.string().trim().max(4000).optional(),
   /** Seconds each command may take (default 600). */
   hookTimeoutSec: z.number().int().min(1).max(86_400).optional(),
+  /** Restore tests after backups: a random sample of files restored into a temporary folder and
+   *  compared with the stored hashes, every `everyDays` days (0: after every backup); absent: none. */
+  restoreTest: z
+    .object({
+      everyDays: z.number().int().min(0, 'use 0 or more days').max(365),
+      files: z.number().int().min(1, 'test at least one file').max(10_000),
+    })
+    .optional(),
 });
 export type JobOptions = z.infer<typeof jobOptionsSchema>;
 
@@ -157,6 +173,8 @@ export const jobInputSchema = z.object({
   password: z.string().min(8, 'use a password of at least 8 characters'),
   /** The S3 secret access key, for an S3 destination (stored in the secret store, never in the job). */
   secretAccessKey,
+  /** A new append-only repository's maintenance password (needed to prune; never stored). */
+  maintenancePassword: z.string().min(8, 'use a maintenance password of at least 8 characters').optional(),
 });
 export type JobInput = z.input<typeof jobInputSchema>;
 
@@ -176,6 +194,42 @@ export const settingsSchema = z.object({
   workers: z.number().int().min(1).max(64),
 });
 export type Settings = z.infer<typeof settingsSchema>;
+
+/** Speed-test patterns: the DiskSpd simulations and Tidemark's own on a folder; object patterns on S3. */
+export const SPEED_TEST_DISK_PATTERNS = [
+  'active-full',
+  'synthetic-full',
+  'reverse-incremental',
+  'restore',
+  'pack',
+  'small-file-restore',
+] as const;
+export const SPEED_TEST_S3_PATTERNS = ['pack-put', 'pack-get', 'small-get'] as const;
+export const speedTestPatternSchema = z.enum([...SPEED_TEST_DISK_PATTERNS, ...SPEED_TEST_S3_PATTERNS]);
+export type SpeedTestPatternId = z.infer<typeof speedTestPatternSchema>;
+
+export const speedTestSettingsSchema = z
+  .object({
+    patterns: z.array(speedTestPatternSchema).min(1, 'pick at least one pattern').optional(),
+    /** Test file (folders): whole MiB, at least 16 (default 1024, like DiskSpd's -c1G). */
+    fileSizeMiB: z.number().int().min(16, 'use a test file of at least 16 MiB').max(1_048_576).optional(),
+    /** Block size of the DiskSpd patterns (presets 256 / 512 / 4096: WAN / LAN / local). */
+    blockSizeKiB: z
+      .number()
+      .int()
+      .min(4)
+      .max(65536)
+      .refine((v) => v % 4 === 0, 'use a multiple of 4 KiB')
+      .optional(),
+    /** Seconds per pattern. */
+    durationSec: z.number().min(0.1).max(3600).optional(),
+    threads: z.number().int().min(1).max(64).optional(),
+    queueDepth: z.number().int().min(1).max(256).optional(),
+    /** S3: requests in flight to measure at (default 1, 4, 8). */
+    inFlight: z.array(z.number().int().min(1).max(64)).min(1).optional(),
+  })
+  .strict();
+export type SpeedTestSettings = z.infer<typeof speedTestSettingsSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Values the engine sends
@@ -318,6 +372,7 @@ export type Phase =
   | 'indexing'
   | 'prune'
   | 'verify'
+  | 'restore-test'
   | 'done';
 
 /** A run in progress, as the Live run page and the tray show it. */
@@ -347,6 +402,89 @@ export interface JobSummary extends Job {
   running: boolean;
   /** The last repository check made in this session, if any. */
   lastCheck?: CheckSummary;
+  /** The newest mass-change alarm of this job nobody dismissed (possible ransomware), if any. */
+  alarm?: AlarmInfo;
+  /** The job's newest restore test, if any. */
+  lastRestoreTest?: RestoreTestSummary;
+}
+
+/**
+ * A backup whose changes looked like mass encryption (ransomware): the snapshot is kept, and it and every
+ * older snapshot of its computer are held from deletion until the user dismisses the alarm.
+ */
+export interface AlarmInfo {
+  jobId: string;
+  jobName: string;
+  snapshotId: string;
+  time: string;
+  host: string;
+  /** Files whose change looked like encryption, and how many raise the alarm. */
+  suspicious: number;
+  threshold: number;
+  /** What changed, in sentences. */
+  reasons: string[];
+  /** Some of the files, with what happened to them. */
+  examples: { path: string; what: string }[];
+  /** Snapshots this alarm holds from deletion (itself and the older ones of its computer). */
+  held: number;
+  /** Set once the user dismissed it. */
+  dismissed?: { at: string; host: string; note?: string };
+}
+
+/** A restore test: a sample of a snapshot restored into a temporary folder and compared with its hashes. */
+export interface RestoreTestSummary {
+  id: string;
+  jobId: string;
+  jobName: string;
+  /** The backup run it followed; absent: made on demand. */
+  runId?: string;
+  snapshotId: string;
+  trigger: 'schedule' | 'manual';
+  /** passed: everything matched; failed: something did not restore correctly; error: no test was made. */
+  status: 'passed' | 'failed' | 'error';
+  startedAt: string;
+  endedAt: string;
+  files: number;
+  bytes: number;
+  blockFiles: number;
+  /** Every block file of the snapshot was restored (the monthly test). */
+  allBlockFiles: boolean;
+  failures: { path: string; message: string }[];
+  skipped: { path: string; reason: string }[];
+  error?: WireError;
+}
+
+/** What a repair of a job's repository did (or, as a dry run, would do). */
+export interface RepairSummary {
+  repairedAt: string;
+  dryRun: boolean;
+  /** Nothing needed repairing. */
+  clean: boolean;
+  damagedPacks: number;
+  missingPacks: number;
+  damagedIndexFiles: number;
+  /** Sound blobs copied out of damaged packs. */
+  blobsSalvaged: number;
+  /** Lost blobs read again from the files on this computer. */
+  blobsFromSources: number;
+  /** Blobs some snapshot needed that could not be saved. */
+  blobsLost: number;
+  snapshotsRebuilt: number;
+  snapshotsRemoved: number;
+  snapshotsRecovered: number;
+  /** What could not be saved ("snapshot:/path"), capped; `lostCount` is exact. */
+  lost: { where: string; kind: 'file' | 'folder' | 'snapshot'; reason: string }[];
+  lostCount: number;
+  /** The check made after the repair. */
+  check?: CheckSummary;
+}
+
+/** A repair in progress. */
+export interface RepairProgress {
+  jobId: string;
+  phase: 'packs' | 'snapshots' | 'sources' | 'rebuild' | 'writing' | 'cleanup' | 'check';
+  done: number;
+  total: number;
 }
 
 export interface SnapshotInfo {
@@ -358,6 +496,8 @@ export interface SnapshotInfo {
   files: number;
   totalBytes: number;
   newBytes: number;
+  /** This backup raised a mass-change alarm (its changes looked like encryption). */
+  suspect?: boolean;
 }
 
 /** A computer that has written snapshots into a repository. */
@@ -457,6 +597,111 @@ export interface DestinationTestResult {
   summary: string;
 }
 
+export interface SpeedTestLatency {
+  /** Microseconds; null where no operation of that kind ran. */
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
+/** What one pattern measured. */
+export interface SpeedTestPatternResult {
+  pattern: SpeedTestPatternId;
+  label: string;
+  blockSize: number;
+  align: number;
+  readPercent: number;
+  random: boolean;
+  threads: number;
+  /** Operations (S3: requests) in flight per thread. */
+  depth: number;
+  elapsedMs: number;
+  reads: number;
+  writes: number;
+  bytesRead: number;
+  bytesWritten: number;
+  mibps: number;
+  readMibps: number;
+  writeMibps: number;
+  iops: number;
+  latencyUs: SpeedTestLatency;
+  readLatencyUs: SpeedTestLatency;
+  writeLatencyUs: SpeedTestLatency;
+  /** Folders: whether the caches were bypassed (O_DIRECT …), by which engine, and why not. */
+  direct?: boolean;
+  engine?: 'aio' | 'threads' | 'node' | 's3';
+  note?: string;
+}
+
+export interface SpeedTestSample {
+  /** ms since the test started */
+  t: number;
+  pattern: SpeedTestPatternId;
+  mibps: number;
+  iops: number;
+}
+
+/** A time at a measured rate, and where the rate comes from. */
+export interface SpeedTestTime {
+  ms: number;
+  mibps: number;
+  basis: SpeedTestPatternId;
+  inFlight: number;
+}
+
+/** A finished backup run of the job and the rates it achieved. */
+export interface SpeedTestRunRate {
+  endedAt: string;
+  durationMs: number;
+  bytesRead: number;
+  bytesStored: number;
+  full: boolean;
+  readMibps: number;
+  storedMibps: number;
+}
+
+/** The verdict: this job's next full backup and a full restore at the measured rates, and its last runs. */
+export interface SpeedTestEstimate {
+  sourceBytes: number | null;
+  /** False: the sources were too large to measure whole in time (sourceBytes is a lower bound). */
+  sourceComplete: boolean;
+  storedBytes: number | null;
+  storedRatio: number | null;
+  backup: SpeedTestTime | null;
+  restore: SpeedTestTime | null;
+  lastFull: SpeedTestRunRate | null;
+  lastRun: SpeedTestRunRate | null;
+}
+
+/** A speed test as the catalog keeps it (history). */
+export interface SpeedTestRecord {
+  id: string;
+  jobId?: string;
+  /** The destination as people read it. */
+  location: string;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  startedAt: string;
+  endedAt?: string;
+  settings: SpeedTestSettings & { patterns: SpeedTestPatternId[]; durationSec: number };
+  results: SpeedTestPatternResult[];
+  estimate?: SpeedTestEstimate;
+  notes: string[];
+  error?: WireError;
+}
+
+/** A speed test in progress (or just ended), with its live samples. */
+export interface SpeedTestStatus extends SpeedTestRecord {
+  phase: 'checking' | 'preparing' | 'testing' | 'cleaning' | 'done';
+  pattern?: SpeedTestPatternId;
+  /** S3: the in-flight count of the pattern running. */
+  inFlight?: number;
+  patternIndex: number;
+  patternCount: number;
+  /** 0…1 */
+  fraction: number;
+  samples: SpeedTestSample[];
+}
+
 export interface DirListing {
   path: string;
   parent: string | null;
@@ -532,6 +777,13 @@ export const argSchemas = {
   'jobs.previewRetention': z.object({ id, retention: retentionSchema }).strict(),
   'jobs.check': z.object({ id, readData: z.boolean().optional() }).strict(),
   'jobs.maintenance': z.object({ id }).strict(),
+  /** A restore test of the job's newest snapshot now (`allBlockFiles`: every block file too). */
+  'jobs.testRestore': z.object({ id, allBlockFiles: z.boolean().optional() }).strict(),
+  /** Repairs the job's repository (waits for nothing: fails while a backup holds it). */
+  'jobs.repair': z.object({ id, dryRun: z.boolean().optional() }).strict(),
+  'restoreTests.list': z
+    .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
+    .strict(),
   /** Tries a destination before it is saved. On the edit page, a blank secret with `jobId` uses the stored one. */
   'destinations.test': z
     .object({ destination: destinationSchema, secretAccessKey, jobId: id.optional() })
@@ -574,6 +826,31 @@ export const argSchemas = {
     .strict(),
   'restore.get': z.object({ id }).strict(),
   'restore.cancel': z.object({ id }).strict(),
+  /** Mass-change alarms of one job or of all jobs (by default only those nobody dismissed). */
+  'alarms.list': z.object({ jobId: id.optional(), includeDismissed: z.boolean().optional() }).strict(),
+  /** The user says the changes were theirs: retention applies to the held snapshots again. */
+  'alarms.dismiss': z.object({ jobId: id, snapshotId: id, note: z.string().max(500).optional() }).strict(),
+  /** Starts a speed test of a destination (before it is saved, or a job's: `jobId` gives the estimate its
+   *  sources and last runs, and lends a blank secret the stored one). `sources`: a new job's folders. */
+  'speedtests.start': z
+    .object({
+      destination: destinationSchema,
+      secretAccessKey,
+      jobId: id.optional(),
+      sources: z.array(z.string().trim().min(1)).max(1000).optional(),
+      settings: speedTestSettingsSchema.default({}),
+    })
+    .strict(),
+  'speedtests.get': z.object({ id }).strict(),
+  'speedtests.cancel': z.object({ id }).strict(),
+  /** Past speed tests of a destination (or of a job's destination), newest first. */
+  'speedtests.history': z
+    .object({
+      destination: destinationSchema.optional(),
+      jobId: id.optional(),
+      limit: z.number().int().min(1).max(500).optional(),
+    })
+    .strict(),
 } as const;
 
 export type ApiMethod = keyof typeof argSchemas;
@@ -603,6 +880,9 @@ export interface ApiResults {
   'jobs.previewRetention': RetentionPreview;
   'jobs.check': CheckSummary;
   'jobs.maintenance': MaintenanceInfo | null;
+  'jobs.testRestore': RestoreTestSummary;
+  'jobs.repair': RepairSummary;
+  'restoreTests.list': RestoreTestSummary[];
   'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];
   'runs.get': RunDetail;
@@ -618,6 +898,12 @@ export interface ApiResults {
   'restore.start': RestoreStatus;
   'restore.get': RestoreStatus;
   'restore.cancel': { cancelled: true };
+  'alarms.list': AlarmInfo[];
+  'alarms.dismiss': AlarmInfo;
+  'speedtests.start': SpeedTestStatus;
+  'speedtests.get': SpeedTestStatus;
+  'speedtests.cancel': { cancelled: true };
+  'speedtests.history': SpeedTestRecord[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -631,6 +917,13 @@ export interface ApiEvents {
   'jobs.changed': { jobId: string | null };
   'restore.progress': RestoreStatus;
   'settings.changed': Settings;
+  /** A backup's changes looked like mass encryption (possible ransomware). */
+  'alarm.raised': AlarmInfo;
+  /** A restore test ended (after a backup or on demand), whatever its verdict. */
+  'restoreTest.finished': RestoreTestSummary;
+  'repair.progress': RepairProgress;
+  /** A speed test moved (at most a few times a second) or ended. */
+  'speedtest.progress': SpeedTestStatus;
 }
 export type ApiEvent = keyof ApiEvents;
 export const apiEvents: readonly ApiEvent[] = API_EVENTS;

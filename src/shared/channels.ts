@@ -18,6 +18,9 @@ export const API_METHODS = [
   'jobs.previewRetention',
   'jobs.check',
   'jobs.maintenance',
+  'jobs.testRestore',
+  'jobs.repair',
+  'restoreTests.list',
   'destinations.test',
   'runs.list',
   'runs.get',
@@ -33,6 +36,12 @@ export const API_METHODS = [
   'restore.start',
   'restore.get',
   'restore.cancel',
+  'alarms.list',
+  'alarms.dismiss',
+  'speedtests.start',
+  'speedtests.get',
+  'speedtests.cancel',
+  'speedtests.history',
 ] as const;
 
 export const API_EVENTS = [
@@ -41,6 +50,10 @@ export const API_EVENTS = [
   'jobs.changed',
   'restore.progress',
   'settings.changed',
+  'restoreTest.finished',
+  'repair.progress',
+  'alarm.raised',
+  'speedtest.progress',
 ] as const;
 
 /** Electron IPC channels: one for calls (invoke/handle), one for events (main → window). */

@@ -5,7 +5,7 @@ import {
   describePolicy,
   groupSnapshots,
   isoWeek,
-} from '../../src/main/engine/schedule/retention.js';
+} from '../../src/main/engine/repo/retentionPolicy.js';
 import type { SnapshotEntry } from '../../src/main/engine/repo/types.js';
 
 function snap(time: string, extra: Partial<SnapshotEntry> = {}): SnapshotEntry {

@@ -2,7 +2,7 @@ import { beforeEach, afterEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../../src/main/engine/catalog/catalog.js';
 import type { Job, JobSpec } from '../../src/main/engine/catalog/types.js';
 import { JobRunner, Sampler, type JobEngine } from '../../src/main/engine/schedule/runner.js';
-import { applyRetentionPolicy } from '../../src/main/engine/schedule/retention.js';
+import { applyRetentionPolicy } from '../../src/main/engine/repo/retentionPolicy.js';
 import { createRunEvents } from '../../src/main/engine/schedule/events.js';
 import type { BackupOptions, BackupProgress, CheckReport } from '../../src/main/engine/operations.js';
 import { AbortedError, WrongPasswordError } from '../../src/main/engine/errors.js';

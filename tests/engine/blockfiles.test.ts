@@ -24,7 +24,7 @@ import { contentCount, contentIds, decodeTree, encodeTree } from '../../src/main
 import type { TreeNode } from '../../src/main/engine/repo/types.js';
 import { tempDir, randomBytes, seededRandom, type RangeEdit } from '../helpers/fixtures.js';
 import { CompressionProbe } from '../../src/main/engine/compress/index.js';
-import { spareSegmentCount } from '../../src/main/engine/workers/index.js';
+import { spareSegmentCount } from '../../src/main/engine/pool/index.js';
 
 const MiB = 1024 * 1024;
 const B = 4096;

@@ -1,5 +1,5 @@
 /**
- * Sealed buffers handed back (Repository.returnBuffers): the buffer of a sealed segment goes back to the
+ * Sealed buffers handed back (pool/ledger.ts, lent to the repository's packs): the buffer of a sealed segment goes back to the
  * workers to be sealed into again only once nothing refers to it — the caller that adds its blobs has let
  * go and every pack holding some of them is written. Handed back early, a worker would overwrite blobs of
  * a pack still being written; so the repository test holds a pack's write open and watches, and the
@@ -14,8 +14,8 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { BlobType } from '../../src/main/engine/repo/blobIndex.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
-import { WorkerPool, spareSealedCount } from '../../src/main/engine/workers/index.js';
-import { WORKER_SCRATCH_BYTES } from '../../src/main/engine/workers/protocol.js';
+import { BufferLedger, WorkerPool, spareSealedCount } from '../../src/main/engine/pool/index.js';
+import { WORKER_SCRATCH_BYTES } from '../../src/main/engine/pool/wire.js';
 import { describeTree, expectSameTrees, randomBytes, tempDir } from '../helpers/fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -46,36 +46,43 @@ describe('sealed buffers handed back', () => {
     const store = new GatedBackend();
     const repo = await Repository.init(store, 'pw', { kdf: { N: 1024 } });
     const given: ArrayBuffer[] = [];
-    repo.returnBuffers((ab) => given.push(ab));
+    const ledger = new BufferLedger((ab) => given.push(ab));
     const ab = new ArrayBuffer(24 * MiB);
     const bytes = Buffer.from(ab);
     randomBytes(22 * MiB, 4).copy(bytes);
     const want2 = Buffer.from(bytes.subarray(1000, 1000 + 21 * MiB));
-    repo.holdBuffer(ab);
+    ledger.hold(ab);
     // a data pack's blobs are copied into its own buffer, but one larger than what that buffer holds
     // (a 16 MiB pack, one largest chunk and its header) stays a view of the caller's buffer: the first
     // pack (4 MiB) is full after it, and its write waits on the gate
-    await repo.addSealedBlob(BlobType.Data, id(1), bytes.subarray(0, 1000), 1000, false);
-    await repo.addSealedBlob(BlobType.Data, id(2), bytes.subarray(1000, 1000 + 21 * MiB), 21 * MiB, false);
+    await repo.addSealedBlob(BlobType.Data, id(1), bytes.subarray(0, 1000), 1000, false, ledger);
+    await repo.addSealedBlob(
+      BlobType.Data,
+      id(2),
+      bytes.subarray(1000, 1000 + 21 * MiB),
+      21 * MiB,
+      false,
+      ledger,
+    );
     // a blob copied into the next pack: its buffer goes back as soon as the caller lets go
     const copied = new ArrayBuffer(MiB);
     const want3 = randomBytes(MiB, 5);
     want3.copy(Buffer.from(copied));
-    repo.holdBuffer(copied);
-    await repo.addSealedBlob(BlobType.Data, id(3), Buffer.from(copied), MiB, false);
-    repo.releaseBuffer(copied);
+    ledger.hold(copied);
+    await repo.addSealedBlob(BlobType.Data, id(3), Buffer.from(copied), MiB, false, ledger);
+    ledger.release(copied);
     expect(given).toEqual([copied]);
     Buffer.from(copied).fill(7); // the caller seals into it again before that pack is written
     // a buffer nobody held is never handed back
     const other = new ArrayBuffer(MiB);
-    await repo.addSealedBlob(BlobType.Data, id(4), Buffer.from(other), MiB, false);
-    repo.releaseBuffer(ab);
+    await repo.addSealedBlob(BlobType.Data, id(4), Buffer.from(other), MiB, false, ledger);
+    ledger.release(ab);
     await new Promise((r) => setTimeout(r, 20));
     expect(given).toEqual([copied]); // the first pack, which refers to `ab`, is not written yet
     // a buffer none of whose blobs went into a pack goes back as soon as the caller lets go
     const unused = new ArrayBuffer(MiB);
-    repo.holdBuffer(unused);
-    repo.releaseBuffer(unused);
+    ledger.hold(unused);
+    ledger.release(unused);
     expect(given).toEqual([copied, unused]);
     store.open();
     await repo.flush();
@@ -86,7 +93,7 @@ describe('sealed buffers handed back', () => {
     const blob = async (n: number) => (await repo.loadSealedBlob(id(n).toString('hex'))).sealed;
     expect((await blob(2)).equals(want2)).toBe(true);
     expect((await blob(3)).equals(want3)).toBe(true);
-    repo.returnBuffers();
+    ledger.close();
   });
 
   it('packs are written as many at a time as the store says (a disk: one; others: two)', async () => {
@@ -136,16 +143,16 @@ describe('sealed buffers handed back', () => {
     );
     try {
       const size = WORKER_SCRATCH_BYTES / 2; // whole MiBs: a shape the worker keeps
-      for (let i = 0; i < 2; i++) pool.keepSpareSealed(new ArrayBuffer(size));
-      expect(pool.spareSealedCount).toBe(2);
+      for (let i = 0; i < 2; i++) pool.spares.keepSealed(new ArrayBuffer(size));
+      expect(pool.spares.sealedCount).toBe(2);
       const seal = () =>
         pool.run({ op: 'seal', chunks: [{ id: new Uint8Array(32), data: new Uint8Array(1000) }] });
       await seal(); // moved both with it: the worker's room is used up
-      expect(pool.spareSealedCount).toBe(0);
-      pool.keepSpareSealed(new ArrayBuffer(size));
+      expect(pool.spares.sealedCount).toBe(0);
+      pool.spares.keepSealed(new ArrayBuffer(size));
       await seal(); // its answer said it has no room left: the third stays here
       await seal();
-      expect(pool.spareSealedCount).toBe(1);
+      expect(pool.spares.sealedCount).toBe(1);
     } finally {
       await pool.close();
     }

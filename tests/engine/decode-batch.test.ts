@@ -13,7 +13,7 @@ import {
   outcomesOf,
   packDecodeItems,
   type DecodeItem,
-} from '../../src/main/engine/workers/decodeBatch.js';
+} from '../../src/main/engine/pool/wire.js';
 
 const id = () => randomBytes(32).toString('hex');
 const p = (s: string) => new Uint8Array(Buffer.from(s));

@@ -11,8 +11,8 @@ import { MemoryBackend } from '../../src/main/engine/backend/memory/index.js';
 import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
-import { prestartWorkers, prestartedCount } from '../../src/main/engine/workers/index.js';
-import { startDeferred } from '../../src/main/engine/workers/early.js';
+import { prestartWorkers, prestartedCount } from '../../src/main/engine/pool/index.js';
+import { startDeferred } from '../../src/main/engine/pool/early.js';
 import { describeTree, expectSameTrees, randomBytes, tempDir, writeTree } from '../helpers/fixtures.js';
 
 describe('prestarted worker threads', () => {
@@ -45,8 +45,8 @@ describe('prestarted worker threads', () => {
   it('started by another copy of the starter (the CLI launcher’s bundle) are the ones the engine adopts', async () => {
     // a second instance of the module, as the launcher's bundle has its own
     const other = (await import(
-      /* @vite-ignore */ `../../src/main/engine/workers/early.ts?launcher=${Date.now()}`
-    )) as typeof import('../../src/main/engine/workers/early.js');
+      /* @vite-ignore */ `../../src/main/engine/pool/early.ts?launcher=${Date.now()}`
+    )) as typeof import('../../src/main/engine/pool/early.js');
     expect(other.startDeferred).not.toBe(startDeferred); // really another copy
     const tsxBoot = path.resolve(import.meta.dirname, '../../src/main/engine/workers/tsxBoot.mjs');
     const entry = pathToFileURL(

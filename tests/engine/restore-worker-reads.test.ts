@@ -1,6 +1,6 @@
 /**
  * A restore from a folder repository hands each pack range to a decode worker as a file to read itself
- * (Backend.localFile, pipelineWorker's decodeFile), not as bytes the main thread read. What is damaged is
+ * (Backend.localFile, restore/worker/packRange.ts decodeFile), not as bytes the main thread read. What is damaged is
  * still named per file: a pack cut short fails the files whose blobs lie past its end, a pack gone fails
  * those in it, and every other file is restored.
  */

@@ -29,7 +29,12 @@ import type { ApiServices, JobSpec, RepoHandle, Runner } from './services.js';
 import { ApiUsageError, ValidationError, toWire } from './errors.js';
 import { RunManager, type RunManagerDeps } from './runner.js';
 import { TreeWalker, snapshotInfo } from './snapshots.js';
-import { applyRetentionPolicy } from '../engine/schedule/retention.js';
+import { jobAlarms } from './alarms.js';
+import { initProtection, withProtection } from './immutability.js';
+import { heldSnapshots, holdReason } from '../engine/repo/holds.js';
+import type { AlarmInfo } from '../../shared/api.js';
+import { Protection } from './protection.js';
+import { applyRetentionPolicy } from '../engine/repo/retentionPolicy.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
 import {
   destinationLocation,
@@ -38,7 +43,9 @@ import {
   sameS3Credentials,
   type RepoTarget,
 } from './destination.js';
-import type { Destination } from '../../shared/api.js';
+import type { Destination, Retention } from '../../shared/api.js';
+import { MemorySpeedTestStore, SpeedTests } from './speedtests.js';
+import { runSpeedTest } from '../engine/speedtest/index.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -53,15 +60,19 @@ export class TidemarkApi {
   readonly runs: Runner;
   private walker = new TreeWalker();
   private repos = new Map<string, RepoEntry>();
-  private stats = new Map<string, { snapshots: number; bytes: number | null }>();
+  private stats = new Map<string, { snapshots: number; bytes: number | null; alarms?: AlarmInfo[] }>();
   private checks = new Map<string, CheckSummary>();
   private restores = new Map<string, { status: RestoreStatus; abort: AbortController }>();
+  private speed: SpeedTests;
   private handlers: Handlers;
+  private protection: Protection;
 
   constructor(private s: ApiServices) {
     this.events.setMaxListeners(0);
-    const emit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) =>
-      this.emit(event, payload as never);
+    const emit = (
+      event: 'run.progress' | 'run.finished' | 'jobs.changed' | 'restoreTest.finished',
+      payload: unknown,
+    ) => this.emit(event, payload as never);
     if (s.runner) this.runs = s.runner(emit);
     else {
       // the API's own runner records runs itself, so it needs a store that can save them
@@ -70,9 +81,32 @@ export class TidemarkApi {
         throw new Error('without a runner, `runs` must be able to saveRun');
       this.runs = new RunManager({ ...s, runs }, emit);
     }
-    this.events.on('run.finished', (run: { jobId: string }) => {
+    this.events.on('run.finished', (run: { jobId: string; snapshotId?: string }) => {
       this.dropRepo(run.jobId);
-      void this.refreshStats(run.jobId);
+      void this.refreshStats(run.jobId).then(() => {
+        // a backup whose changes look like mass encryption: the app alerts (notification, banner)
+        const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
+        if (alarm) this.emit('alarm.raised', alarm);
+      });
+    });
+    this.protection = new Protection({
+      services: s,
+      job: (id) => this.job(id),
+      repoFor: (job) => this.repoFor(job),
+      openOwn: async (job) => {
+        const [pw, t] = await Promise.all([this.password(job), this.target(job)]);
+        return this.s.engine.open(t.location, pw, t.options);
+      },
+      dropRepo: (id) => this.dropRepo(id),
+      isRunning: (id) => this.runs.isRunning(id),
+      setCheck: (id, c) => this.checks.set(id, c),
+      emit: (event: ApiEvent, payload: unknown) => this.emit(event, payload as never),
+    });
+    this.speed = new SpeedTests({
+      run: s.runSpeedTest ?? runSpeedTest,
+      store: s.speedTests ?? new MemorySpeedTestStore(),
+      listRuns: (jobId) => s.runs.listRuns({ jobId, limit: 1000 }),
+      emit: (status) => this.emit('speedtest.progress', status),
     });
     this.handlers = this.makeHandlers();
   }
@@ -84,6 +118,7 @@ export class TidemarkApi {
 
   async close(): Promise<void> {
     for (const r of this.restores.values()) r.abort.abort();
+    await this.speed.close();
     await this.runs.close();
     for (const id of [...this.repos.keys()]) this.dropRepo(id);
   }
@@ -146,6 +181,31 @@ export class TidemarkApi {
     return destinationTarget(job.destination, secret);
   }
 
+  /**
+   * How to reach a destination the UI is trying before (or without) saving it: an S3 secret left blank
+   * on a job's edit page is the stored one, as long as it is the same store and key ID.
+   */
+  private async untriedTarget(
+    destination: Destination,
+    secretAccessKey: string | undefined,
+    jobId: string | undefined,
+    what: string,
+  ): Promise<RepoTarget> {
+    let secret = destination.kind === 's3' ? secretAccessKey || undefined : undefined;
+    if (destination.kind === 's3' && !secret && jobId) {
+      const job = await this.job(jobId);
+      if (sameS3Credentials(job.destination, destination))
+        secret = await this.s.jobs.destinationSecret(job.id);
+    }
+    if (destination.kind === 's3' && !secret)
+      throw new ValidationError([
+        { path: 'secretAccessKey', message: `enter the secret access key to ${what}` },
+      ]);
+    if (destination.kind === 'local' && !path.isAbsolute(destination.path))
+      throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
+    return destinationTarget(destination, secret);
+  }
+
   private repoFor(job: Job): Promise<RepoHandle> {
     let entry = this.repos.get(job.id);
     if (!entry) {
@@ -192,20 +252,34 @@ export class TidemarkApi {
     }
     // a repository may hold several jobs' (and the CLI's) snapshots: show this job's own
     const snaps = all.filter((x) => x.job === job.snapshotTag);
-    this.stats.set(job.id, { snapshots: snaps.length, bytes: this.stats.get(job.id)?.bytes ?? null });
+    const prev = this.stats.get(job.id);
+    this.stats.set(job.id, { snapshots: snaps.length, bytes: prev?.bytes ?? null, alarms: prev?.alarms });
     return { repo, snaps, all };
   }
 
   private async refreshStats(jobId: string): Promise<void> {
     try {
       const job = await this.job(jobId);
-      const { snaps } = await this.snapshotsOf(job);
+      const listed = await this.snapshotsOf(job);
+      const alarms = await this.alarmsOf(job, false, listed);
+      const { snaps } = listed;
       const bytes = this.s.engine.repoBytes
         ? await this.s.engine.repoBytes(destinationLocation(job.destination))
         : null;
-      this.stats.set(jobId, { snapshots: snaps.length, bytes });
+      this.stats.set(jobId, { snapshots: snaps.length, bytes, alarms });
       this.emit('jobs.changed', { jobId });
     } catch {}
+  }
+
+  /** The job's mass-change alarms (./alarms.ts), from its repository. */
+  private async alarmsOf(
+    job: Job,
+    includeDismissed = false,
+    listed?: { repo: RepoHandle; snaps: SnapshotEntry[]; all: SnapshotEntry[] },
+  ): Promise<AlarmInfo[]> {
+    const { repo, snaps, all } = listed ?? (await this.snapshotsOf(job));
+    if (!all.some((x) => x.massChange?.suspect)) return [];
+    return jobAlarms(job, snaps, all, (await repo.listDismissals?.()) ?? [], includeDismissed);
   }
 
   private async summary(job: Job): Promise<JobSummary> {
@@ -223,7 +297,16 @@ export class TidemarkApi {
     }
     const lastCheck = this.checks.get(job.id);
     if (lastCheck && !lastCheck.ok) health = 'error';
+    const lastRestoreTest = await this.protection.last(job.id).catch(() => undefined);
+    // (a clean check since, as after a repair, answers a failed restore test)
+    if (
+      lastRestoreTest?.status === 'failed' &&
+      !(lastCheck?.ok && lastCheck.checkedAt > lastRestoreTest.endedAt)
+    )
+      health = 'error';
     const stats = this.stats.get(job.id);
+    const alarm = stats?.alarms?.[0];
+    if (alarm) health = 'error';
     if (!stats) {
       this.stats.set(job.id, { snapshots: 0, bytes: null });
       void this.refreshStats(job.id);
@@ -238,6 +321,8 @@ export class TidemarkApi {
       repoBytes: stats?.bytes ?? null,
       running: this.runs.isRunning(job.id),
       lastCheck,
+      ...(lastRestoreTest ? { lastRestoreTest } : {}),
+      ...(alarm ? { alarm } : {}),
     };
   }
 
@@ -276,12 +361,25 @@ export class TidemarkApi {
     }
   }
 
-  /** Opens the repository at a destination with the password, or creates one there. */
+  /**
+   * Opens the repository at a destination with the password, or creates one there — with the
+   * protection the destination asks for (./protection.ts). Returns the destination as it is: an
+   * existing repository's protection is its own.
+   */
   private async prepareDestination(
     destination: Destination,
     password: string,
     secretAccessKey?: string,
-  ): Promise<void> {
+    protect: { maintenancePassword?: string; retention?: Retention } = {},
+  ): Promise<Destination> {
+    const init = initProtection(destination, protect);
+    const opened = async (repo: RepoHandle) => {
+      try {
+        return withProtection(destination, repo.immutability);
+      } finally {
+        await repo.close();
+      }
+    };
     if (destination.kind === 's3') {
       if (!secretAccessKey)
         throw new ValidationError([
@@ -289,19 +387,17 @@ export class TidemarkApi {
         ]);
       const t = destinationTarget(destination, secretAccessKey);
       // wrong keys, a missing permission or an unreachable store fail here with a named error
-      const repo = (await this.s.engine.exists(t.location, t.options))
-        ? await this.s.engine.open(t.location, password, t.options) // throws WrongPasswordError
-        : await this.s.engine.init(t.location, password, t.options);
-      await repo.close();
-      return;
+      return opened(
+        (await this.s.engine.exists(t.location, t.options))
+          ? await this.s.engine.open(t.location, password, t.options) // throws WrongPasswordError
+          : await this.s.engine.init(t.location, password, t.options, init),
+      );
     }
     const location = path.resolve(destination.path);
     if (!path.isAbsolute(destination.path))
       throw new ValidationError([{ path: 'destination.path', message: 'use an absolute folder path' }]);
     if (await this.s.engine.exists(location)) {
-      const repo = await this.s.engine.open(location, password); // throws WrongPasswordError
-      await repo.close();
-      return;
+      return opened(await this.s.engine.open(location, password)); // throws WrongPasswordError
     }
     const st = await fs.stat(location).catch(() => null);
     if (st && !st.isDirectory())
@@ -316,8 +412,7 @@ export class TidemarkApi {
         },
       ]);
     await fs.mkdir(location, { recursive: true });
-    const repo = await this.s.engine.init(location, password);
-    await repo.close();
+    return opened(await this.s.engine.init(location, password, {}, init));
   }
 
   private async listDirs(p: string | undefined): Promise<DirListing> {
@@ -438,16 +533,19 @@ export class TidemarkApi {
         this.checkOverlap(a.sources, a.destination);
         const destination: Destination =
           a.destination.kind === 'local'
-            ? { kind: 'local', path: path.resolve(a.destination.path) }
+            ? { ...a.destination, path: path.resolve(a.destination.path) }
             : a.destination;
         const secret = destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
-        await this.prepareDestination(destination, a.password, secret);
+        const prepared = await this.prepareDestination(destination, a.password, secret, {
+          maintenancePassword: a.maintenancePassword,
+          retention: a.retention,
+        });
         const spec: JobSpec = {
           name: a.name,
           sources: a.sources.map((p) => path.resolve(p)),
           excludes: a.excludes,
           excludePresets: a.excludePresets,
-          destination,
+          destination: prepared,
           schedule: a.schedule,
           retention: a.retention,
           options: a.options,
@@ -460,10 +558,10 @@ export class TidemarkApi {
         const job = await this.job(a.id);
         const c = a.changes;
         if (c.sources) await this.checkSources(c.sources);
-        const dest: Destination = !c.destination
+        let dest: Destination = !c.destination
           ? job.destination
           : c.destination.kind === 'local'
-            ? { kind: 'local', path: path.resolve(c.destination.path) }
+            ? { ...c.destination, path: path.resolve(c.destination.path) }
             : c.destination;
         this.checkOverlap(c.sources ?? job.sources, dest);
         // a blank secret keeps the stored one, as long as the job stays on S3
@@ -483,9 +581,11 @@ export class TidemarkApi {
             dest.accessKeyId !== job.destination.accessKeyId ||
             !!dest.allowInsecureHttp !== !!job.destination.allowInsecureHttp);
         if (moved || rekeyed) {
-          await this.prepareDestination(dest, await this.password(job), secret as string | undefined);
+          dest = await this.prepareDestination(dest, await this.password(job), secret as string | undefined, {
+            retention: c.retention ?? job.retention,
+          });
           this.dropRepo(job.id);
-        }
+        } else dest = withProtection(dest, undefined, job.destination); // a repository's protection stays its own
         const { id: _id, createdAt: _c, ...current } = job;
         const spec: JobSpec = {
           ...current,
@@ -520,11 +620,21 @@ export class TidemarkApi {
         return { changed: true as const };
       },
       'jobs.previewRetention': async (a) => {
-        const { snaps } = await this.snapshotsOf(await this.job(a.id));
+        const { repo, snaps, all } = await this.snapshotsOf(await this.job(a.id));
         const d = applyRetentionPolicy(snaps, a.retention);
+        // as forget does: snapshots held by a mass-change alarm stay whatever the policy says
+        const held = all.some((x) => x.massChange?.suspect)
+          ? heldSnapshots(all, (await repo.listDismissals?.()) ?? [])
+          : new Map<string, SnapshotEntry>();
+        const keep = [
+          ...d.keep,
+          ...d.remove
+            .filter((x) => held.has(x.id))
+            .map((x) => ({ snapshot: x, reasons: [holdReason(held.get(x.id)!)] })),
+        ];
         return {
-          keep: d.keep.map((k) => ({ ...snapshotInfo(k.snapshot), reasons: k.reasons })),
-          remove: d.remove.map(snapshotInfo),
+          keep: keep.map((k) => ({ ...snapshotInfo(k.snapshot), reasons: k.reasons })),
+          remove: d.remove.filter((x) => !held.has(x.id)).map(snapshotInfo),
         };
       },
       'jobs.check': async (a) => {
@@ -556,6 +666,9 @@ export class TidemarkApi {
         if (!s.engine.maintenance) return null;
         return s.engine.maintenance(await this.repoFor(job));
       },
+      'jobs.testRestore': async (a) => this.protection.testRestore(a.id, a.allBlockFiles),
+      'jobs.repair': async (a) => this.protection.repair(a.id, a.dryRun),
+      'restoreTests.list': async (a) => this.protection.list(a),
       'destinations.test': async (a) => {
         let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;
         if (a.destination.kind === 's3' && !secret && a.jobId) {
@@ -634,6 +747,34 @@ export class TidemarkApi {
         return this.walker.versions(repo, snaps, a.path);
       },
       'restore.start': async (a) => this.startRestore(await this.job(a.jobId), a),
+      'speedtests.start': async (a) => {
+        const t = await this.untriedTarget(a.destination, a.secretAccessKey, a.jobId, 'test its speed');
+        const job = a.jobId ? await this.job(a.jobId) : undefined;
+        const place = placeKey(a.destination);
+        for (const j of await s.jobs.listJobs())
+          if (placeKey(j.destination) === place && this.runs.isRunning(j.id))
+            throw new ApiUsageError(
+              'ALREADY_RUNNING',
+              `"${j.name}" is backing up to this destination right now: test its speed when it is done`,
+            );
+        return this.speed.start({
+          destination: a.destination,
+          location: t.location,
+          options: t.options,
+          jobId: job?.id,
+          sources: a.sources ?? job?.sources,
+          settings: a.settings,
+        });
+      },
+      'speedtests.get': async (a) => this.speed.get(a.id),
+      'speedtests.cancel': async (a) => {
+        this.speed.cancel(a.id);
+        return { cancelled: true as const };
+      },
+      'speedtests.history': async (a) => {
+        const dest = a.destination ?? (a.jobId ? (await this.job(a.jobId)).destination : undefined);
+        return this.speed.history({ place: dest ? placeKey(dest) : undefined, limit: a.limit });
+      },
       'restore.get': async (a) => {
         const r = this.restores.get(a.id);
         if (!r) throw new ApiUsageError('NOT_FOUND', `no restore with id ${a.id}`);
@@ -644,6 +785,28 @@ export class TidemarkApi {
         if (!r) throw new ApiUsageError('NOT_FOUND', `no restore with id ${a.id}`);
         r.abort.abort();
         return { cancelled: true as const };
+      },
+      'alarms.list': async (a) => {
+        const jobs = a.jobId ? [await this.job(a.jobId)] : await s.jobs.listJobs();
+        const out: AlarmInfo[] = [];
+        for (const job of jobs) out.push(...(await this.alarmsOf(job, a.includeDismissed)));
+        return out.sort((x, y) => (x.time < y.time ? 1 : x.time > y.time ? -1 : 0));
+      },
+      'alarms.dismiss': async (a) => {
+        const job = await this.job(a.jobId);
+        const { repo, snaps } = await this.snapshotsOf(job);
+        const snap = snaps.find((x) => x.id === a.snapshotId);
+        if (!snap?.massChange?.suspect)
+          throw new ApiUsageError(
+            'NOT_FOUND',
+            `no mass-change alarm for snapshot ${a.snapshotId} of "${job.name}"`,
+          );
+        if (!repo.dismissAlarm) throw new ApiUsageError('UNSUPPORTED', 'this engine cannot dismiss alarms');
+        await repo.dismissAlarm(snap, { note: a.note });
+        await this.refreshStats(job.id);
+        const info = (await this.alarmsOf(job, true)).find((x) => x.snapshotId === snap.id);
+        if (!info) throw new ApiUsageError('NOT_FOUND', `snapshot ${a.snapshotId} is gone`);
+        return info;
       },
     };
   }

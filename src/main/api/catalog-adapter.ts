@@ -37,6 +37,9 @@ import {
 } from '../../shared/api.js';
 import type { FileIndex, JobSpec, JobStore, Runner, RunnerEmit, RunStore } from './services.js';
 import { ApiUsageError } from './errors.js';
+import { restoreTestSummary } from './protection.js';
+import { syncRepository } from '../engine/catalog/sync.js';
+import type { RepoHandle } from './services.js';
 import { emptyCounters } from './runner.js';
 import {
   destinationLocation,
@@ -158,6 +161,11 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         preCommand: j.options.preCommand,
         postCommand: j.options.postCommand,
         hookTimeoutSec: j.options.hookTimeoutSec,
+        ...(j.options.restoreTest
+          ? {
+              restoreTest: { everyDays: j.options.restoreTest.everyDays, files: j.options.restoreTest.files },
+            }
+          : {}),
       },
       createdAt: iso(j.createdAt),
       snapshotTag: j.key,
@@ -190,6 +198,10 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
         preCommand: spec.options.preCommand || undefined,
         postCommand: spec.options.postCommand || undefined,
         hookTimeoutSec: spec.options.hookTimeoutSec,
+        // (a temporary folder chosen with the CLI is kept)
+        restoreTest: spec.options.restoreTest
+          ? { ...current?.options.restoreTest, ...spec.options.restoreTest }
+          : undefined,
       },
       enabled: current?.enabled ?? true,
     };
@@ -325,6 +337,11 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
   }
 
   // ---- file index --------------------------------------------------------------------------
+
+  async resync(jobId: string, repo: RepoHandle): Promise<void> {
+    const j = this.cjob(jobId);
+    if (j) await syncRepository(this.catalog, j.repositoryId, repo);
+  }
 
   private indexedSnapshot(jobId: string, snapshotId: string): SnapshotRow | undefined {
     const j = this.cjob(jobId);
@@ -488,6 +505,14 @@ export class CatalogRunner implements Runner {
         this.ticker = undefined;
       }
     };
+    ev.on('restore-test', (e) => {
+      let name = '(removed job)';
+      try {
+        name = this.catalog.getJob(e.jobId).name;
+      } catch {}
+      this.emit('restoreTest.finished', restoreTestSummary(e.test, name));
+      this.emit('jobs.changed', { jobId: String(e.jobId) });
+    });
     ev.on('run-finished', (e) => finished(e.runId));
     ev.on('run-failed', (e) => finished(e.runId));
     ev.on('run-missed', (e) => finished(e.runId));

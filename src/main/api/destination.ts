@@ -35,10 +35,11 @@ export function destinationLocation(d: Destination): string {
 
 /** Backend options kept in the catalog for a destination (never secrets). */
 export function destinationOptions(d: Destination): Record<string, unknown> {
-  if (d.kind === 'local') return {};
+  if (d.kind === 'local') return d.appendOnly ? { appendOnly: true } : {};
   return {
     accessKeyId: d.accessKeyId,
     ...(d.allowInsecureHttp ? { allowInsecureHttp: true } : {}),
+    ...(d.objectLock ? { objectLock: d.objectLock } : {}),
   };
 }
 
@@ -48,15 +49,22 @@ export function destinationOptions(d: Destination): Record<string, unknown> {
  */
 export function destinationTarget(d: Destination, secretAccessKey?: string): RepoTarget {
   if (d.kind === 'local') return { location: destinationLocation(d), options: {} };
+  // (object lock is the repository's own setting, in its config: not a backend option)
+  const { objectLock: _lock, ...options } = destinationOptions(d);
   return {
     location: destinationLocation(d),
-    options: { ...destinationOptions(d), secretAccessKey, env: {} },
+    options: { ...options, secretAccessKey, env: {} },
   };
 }
 
 /** The destination a catalog repository stands for (location string + stored options). */
 export function destinationOf(location: string, options: Record<string, unknown>): Destination {
-  if (!isS3Location(location)) return { kind: 'local', path: location.replace(/^local:/, '') };
+  if (!isS3Location(location))
+    return {
+      kind: 'local',
+      path: location.replace(/^local:/, ''),
+      ...(options.appendOnly === true ? { appendOnly: true } : {}),
+    };
   const l = parseS3Location(location);
   const endpoint = l.endpoint ?? `https://s3.${l.region ?? 'us-east-1'}.amazonaws.com`;
   const d: S3Destination = {
@@ -69,6 +77,8 @@ export function destinationOf(location: string, options: Record<string, unknown>
   };
   if (l.region) d.region = l.region;
   if (options.allowInsecureHttp === true) d.allowInsecureHttp = true;
+  if (options.objectLock === 'governance' || options.objectLock === 'compliance')
+    d.objectLock = options.objectLock;
   return d;
 }
 

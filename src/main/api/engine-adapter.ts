@@ -18,17 +18,31 @@ import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
 import { forget } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
+import { restoreTest, type RestoreTestOptions, type RestoreTestResult } from '../engine/restoretest/index.js';
+import { repair, type RepairOptions, type RepairReport } from '../engine/repair/index.js';
 import { readMaintenance, takeoverAfterMs } from '../engine/repo/maintenance.js';
 import type { MaintenanceInfo } from '../../shared/api.js';
+import { dismissAlarm, listDismissals } from '../engine/repo/holds.js';
+import type { ImmutabilityOptions } from '../engine/repo/immutability.js';
+import type { SnapshotEntry } from '../engine/repo/types.js';
 import type { Engine, RepoHandle } from './services.js';
 
 class RealHandle implements RepoHandle {
   constructor(readonly repo: Repository) {}
+  get immutability() {
+    return this.repo.immutability;
+  }
   listSnapshots() {
     return this.repo.listSnapshots();
   }
   loadTree(id: string) {
     return this.repo.loadTree(id);
+  }
+  listDismissals() {
+    return listDismissals(this.repo);
+  }
+  dismissAlarm(snapshot: SnapshotEntry, opts: { note?: string }) {
+    return dismissAlarm(this.repo, snapshot, opts);
   }
   close() {
     return this.repo.close();
@@ -62,8 +76,13 @@ export class RealEngine implements Engine {
     }
   }
 
-  async init(location: string, password: string, options: BackendOptions = {}): Promise<RepoHandle> {
-    return new RealHandle(await Repository.init(await openBackend(location, options), password));
+  async init(
+    location: string,
+    password: string,
+    options: BackendOptions = {},
+    protect: ImmutabilityOptions = {},
+  ): Promise<RepoHandle> {
+    return new RealHandle(await Repository.init(await openBackend(location, options), password, protect));
   }
 
   async open(location: string, password: string, options: BackendOptions = {}): Promise<RepoHandle> {
@@ -90,6 +109,14 @@ export class RealEngine implements Engine {
 
   check(handle: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport> {
     return check((handle as RealHandle).repo, opts);
+  }
+
+  restoreTest(handle: RepoHandle, opts: RestoreTestOptions): Promise<RestoreTestResult> {
+    return restoreTest((handle as RealHandle).repo, opts);
+  }
+
+  repair(handle: RepoHandle, opts: RepairOptions): Promise<RepairReport> {
+    return repair((handle as RealHandle).repo, opts);
   }
 
   async maintenance(handle: RepoHandle): Promise<MaintenanceInfo | null> {

@@ -4,12 +4,12 @@
  * and cancel, and the finished run saved with its samples, warnings and log.
  */
 import { newBackupProgress, type BackupProgress } from '../engine/operations.js';
+import { PauseGate } from '../engine/pauseGate.js';
 import type { Job, LiveRun, RunCounters, RunDetail, RunSample, RunSummary } from '../../shared/api.js';
 import { excludePresetPatterns } from '../../shared/api.js';
 import type {
   Engine,
   JobStore,
-  PauseGate,
   RepoHandle,
   Runner,
   RunnerEmit,
@@ -36,24 +36,11 @@ const SAMPLE_MS = 1000;
 const MAX_SAMPLES = 24 * 3600;
 const MAX_LOG = 2000;
 
-class Gate implements PauseGate {
-  paused = false;
-  private waiters: (() => void)[] = [];
-  wait(): Promise<void> {
-    if (!this.paused) return Promise.resolve();
-    return new Promise((resolve) => this.waiters.push(resolve));
-  }
-  set(paused: boolean): void {
-    this.paused = paused;
-    if (!paused) for (const w of this.waiters.splice(0)) w();
-  }
-}
-
 interface Live {
   run: RunDetail;
   progress: BackupProgress;
   abort: AbortController;
-  gate: Gate;
+  gate: PauseGate;
   startedMs: number;
   last: { at: number; bytesRead: number; bytesStored: number; filesDone: number };
   timer?: ReturnType<typeof setInterval>;
@@ -178,7 +165,7 @@ export class RunManager implements Runner {
       run,
       progress: newBackupProgress(),
       abort: new AbortController(),
-      gate: new Gate(),
+      gate: new PauseGate(),
       startedMs,
       last: { at: startedMs, bytesRead: 0, bytesStored: 0, filesDone: 0 },
       lastEmit: 0,

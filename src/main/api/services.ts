@@ -11,14 +11,20 @@ import type {
   RetentionPolicy,
 } from '../engine/operations.js';
 import type { SnapshotEntry, Tree } from '../engine/repo/types.js';
+import type { AlarmDismissal } from '../engine/repo/holds.js';
+import type { Immutability, ImmutabilityOptions } from '../engine/repo/immutability.js';
 import type { BackendOptions } from '../engine/backend/open.js';
+import type { RestoreTestOptions, RestoreTestResult } from '../engine/restoretest/index.js';
+import type { RepairOptions, RepairReport } from '../engine/repair/index.js';
 import type { AppInfo } from '../../shared/api.js';
+import type { RunSpeedTest, SpeedTestStore } from './speedtests.js';
 import type {
   BrowseEntry,
   FileVersion,
   Job,
   LiveRun,
   MaintenanceInfo,
+  RestoreTestSummary,
   RunDetail,
   RunSummary,
   SearchHit,
@@ -30,12 +36,12 @@ export interface RepoHandle {
   listSnapshots(): Promise<SnapshotEntry[]>;
   loadTree(id: string): Promise<Tree>;
   close(): Promise<void>;
-}
-
-/** Lets a running backup be paused: the engine awaits `wait()` between files. */
-export interface PauseGate {
-  readonly paused: boolean;
-  wait(): Promise<void>;
+  /** The repository's protection (S3 object lock, append-only), when it has any. */
+  readonly immutability?: Immutability;
+  /** Dismissals of mass-change alarms (repo/holds.ts); absent: none. */
+  listDismissals?(): Promise<AlarmDismissal[]>;
+  /** Dismisses the alarm of a suspect snapshot; absent: this engine cannot. */
+  dismissAlarm?(snapshot: SnapshotEntry, opts: { note?: string }): Promise<AlarmDismissal>;
 }
 
 /**
@@ -45,7 +51,13 @@ export interface PauseGate {
 export interface Engine {
   /** True when a repository exists at this location. */
   exists(location: string, options?: BackendOptions): Promise<boolean>;
-  init(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
+  /** Creates a repository; `protect` chooses S3 object lock or append-only (repo/immutability.ts). */
+  init(
+    location: string,
+    password: string,
+    options?: BackendOptions,
+    protect?: ImmutabilityOptions,
+  ): Promise<RepoHandle>;
   open(location: string, password: string, options?: BackendOptions): Promise<RepoHandle>;
   backup(repo: RepoHandle, opts: BackupOptions): Promise<BackupResult>;
   restore(repo: RepoHandle, opts: RestoreOptions): Promise<RestoreResult>;
@@ -63,6 +75,10 @@ export interface Engine {
   check?(repo: RepoHandle, opts: { readData: boolean; signal?: AbortSignal }): Promise<CheckReport>;
   /** Who prunes the repository on schedule (null: nobody yet); absent: the engine cannot tell. */
   maintenance?(repo: RepoHandle): Promise<MaintenanceInfo | null>;
+  /** Restores a sample of a snapshot into a temporary folder and compares it with its hashes. */
+  restoreTest?(repo: RepoHandle, opts: RestoreTestOptions): Promise<RestoreTestResult>;
+  /** Repairs a damaged repository (engine/repair). */
+  repair?(repo: RepoHandle, opts: RepairOptions): Promise<RepairReport>;
   /** True when backup() honours `pauseGate`. */
   readonly supportsPause: boolean;
 }
@@ -94,7 +110,10 @@ export interface RunStore {
 }
 
 /** Events a runner reports to the API (which forwards them to every transport). */
-export type RunnerEmit = (event: 'run.progress' | 'run.finished' | 'jobs.changed', payload: unknown) => void;
+export type RunnerEmit = (
+  event: 'run.progress' | 'run.finished' | 'jobs.changed' | 'restoreTest.finished',
+  payload: unknown,
+) => void;
 
 /** Starts, watches, pauses and cancels runs, and schedules jobs. */
 export interface Runner {
@@ -119,6 +138,16 @@ export interface FileIndex {
   browse(jobId: string, snapshotId: string, dirPath: string): MaybePromise<BrowseEntry[] | null>;
   search(jobId: string, query: string, limit: number): MaybePromise<SearchHit[] | null>;
   versions(jobId: string, path: string): MaybePromise<FileVersion[] | null>;
+  /** Brings the index in line with the job's repository now (after a repair changed its snapshots). */
+  resync?(jobId: string, repo: RepoHandle): Promise<void>;
+}
+
+/** Restore tests recorded where the scheduler records them (the catalog), and made through it. */
+export interface RestoreTestService {
+  /** A test of the job's newest snapshot now; announced with restoreTest.finished. */
+  test(job: Job, opts: { allBlockFiles?: boolean }): Promise<RestoreTestSummary>;
+  /** Newest first. */
+  list(filter: { jobId?: string; limit?: number }): MaybePromise<RestoreTestSummary[]>;
 }
 
 /** Native affordances that exist only in Electron. */
@@ -133,6 +162,8 @@ export interface ApiServices {
   runs: RunStore;
   settings: SettingsStore;
   fileIndex?: FileIndex;
+  /** Restore tests kept with the runs; absent: the API tests through `engine` and keeps them in memory. */
+  restoreTests?: RestoreTestService;
   /** The runner; default: the API's own (RunManager over `engine`, with a simple timer scheduler). */
   runner?: (emit: RunnerEmit) => Runner;
   desktop?: Desktop;
@@ -146,4 +177,8 @@ export interface ApiServices {
   };
   /** The change tracking in effect, when a tracker runs. */
   tracking?: () => NonNullable<AppInfo['tracking']>;
+  /** Where finished speed tests are kept (default: in memory). */
+  speedTests?: SpeedTestStore;
+  /** The engine's speed test (default: engine/speedtest's runSpeedTest). */
+  runSpeedTest?: RunSpeedTest;
 }

@@ -22,6 +22,7 @@ export function snapshotInfo(s: SnapshotEntry): SnapshotInfo {
     files: s.stats?.files ?? 0,
     totalBytes: s.stats?.totalBytes ?? 0,
     newBytes: s.stats?.newBytes ?? 0,
+    ...(s.massChange?.suspect ? { suspect: true } : {}),
   };
 }
 

@@ -19,6 +19,8 @@ import { createJobEngine } from '../engine/schedule/engine.js';
 import { createRunEvents } from '../engine/schedule/events.js';
 import { CatalogJobs, CatalogRunner } from './catalog-adapter.js';
 import { snapshotRecordDir } from '../engine/snapshot/index.js';
+import { CatalogRestoreTests } from './catalog-restore-tests.js';
+import { CatalogSpeedTests } from './speedtests.js';
 
 /** `$TIDEMARK_HOME`, or `~/.tidemark`: holds the state and the default local repository. */
 export function defaultDataDir(): string {
@@ -120,8 +122,10 @@ export function createApi(opts: WiringOptions): Wired {
     settings: state,
     desktop: opts.desktop,
     runner: (emit) => new CatalogRunner(catalog, jobs, scheduler, emit),
+    restoreTests: new CatalogRestoreTests(catalog, runner),
     info,
     tracking: () => tracker.status(),
+    speedTests: new CatalogSpeedTests(catalog.db),
   };
   return {
     api: new TidemarkApi(services),

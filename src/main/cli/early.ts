@@ -2,14 +2,14 @@
  * What the bundled CLI's launcher (scripts/build-cli.mjs) does before it loads the CLI: for a backup or a
  * restore, it starts the worker threads the command will use, so they boot (~0.1 s of a core each) while
  * the main thread loads its modules (~0.2 s), instead of after. The engine adopts them (prestartWorkers,
- * ../engine/workers/early.ts). Only the process settings and the thread starter are loaded here: the
+ * ../engine/pool/early.ts). Only the process settings and the thread starter are loaded here: the
  * command is found without the CLI's parser, by skipping the global options (GLOBAL_VALUE_OPTIONS, kept
  * equal to program.ts's by a test). A wrong guess costs nothing but idle threads, stopped unused.
  */
 import '../engineHost.js'; // V8 flags and libuv's pool size, before any thread starts
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { defaultWorkerCount, startDeferred } from '../engine/workers/early.js';
+import { defaultWorkerCount, startDeferred } from '../engine/pool/early.js';
 import { deriveKeyAhead, type KdfParams } from '../engine/crypto/kdf.js';
 import { passwordOfFile } from './password.js';
 import { defaultRepoLocation } from './locations.js';
@@ -22,6 +22,7 @@ export const GLOBAL_VALUE_OPTIONS = [
   '--password-file',
   '--limit-upload',
   '--limit-download',
+  '--maintenance-password-file',
 ];
 
 /** The command of a command line (its first operand after the global options) and its --workers. */

@@ -25,6 +25,10 @@ const registrars: CommandRegistrar[] = isCoreCommand(argv)
       import('./commands/daemon.js').then((m) => m.registerDaemonCommand),
       import('./commands/testConnection.js').then((m) => m.registerTestCommand),
       import('./commands/maintenance.js').then((m) => m.registerMaintenanceCommands),
+      import('./commands/restoreTests.js').then((m) => m.registerRestoreTestCommands),
+      import('./commands/alarm.js').then((m) => m.registerAlarmCommands),
+      import('./commands/recover.js').then((m) => m.registerRecoverCommand),
+      import('./commands/testSpeed.js').then((m) => m.registerTestSpeedCommand),
     ]);
 
 // Benchmarks ask for the event-loop delay of the process hosting the engine (docs/architecture.md §1 rule 5).

@@ -69,3 +69,32 @@ export async function getNewPassword(opts: { newPasswordFile?: string }): Promis
   if (a !== b) throw new UsageError('the passwords do not match');
   return a;
 }
+
+/** The maintenance password of an append-only repository, when one was given (option or environment). */
+export async function givenMaintenancePassword(opts: {
+  maintenancePasswordFile?: string;
+}): Promise<string | undefined> {
+  if (opts.maintenancePasswordFile) return readPasswordFile(opts.maintenancePasswordFile);
+  if (process.env.TIDEMARK_MAINTENANCE_PASSWORD_FILE)
+    return readPasswordFile(process.env.TIDEMARK_MAINTENANCE_PASSWORD_FILE);
+  return process.env.TIDEMARK_MAINTENANCE_PASSWORD;
+}
+
+/** The maintenance password: given, or asked on a terminal (twice for a new one). */
+export async function getMaintenancePassword(
+  opts: { maintenancePasswordFile?: string },
+  isNew = false,
+): Promise<string> {
+  const given = await givenMaintenancePassword(opts);
+  if (given !== undefined) return given;
+  if (!process.stdin.isTTY)
+    throw new UsageError(
+      'no maintenance password given: use --maintenance-password-file, TIDEMARK_MAINTENANCE_PASSWORD or TIDEMARK_MAINTENANCE_PASSWORD_FILE, or run on a terminal',
+    );
+  const a = await prompt(
+    isNew ? 'Enter a maintenance password (needed to prune): ' : 'Enter the maintenance password: ',
+  );
+  if (!isNew) return a;
+  if ((await prompt('Enter it again: ')) !== a) throw new UsageError('the passwords do not match');
+  return a;
+}

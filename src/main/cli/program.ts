@@ -6,7 +6,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { Command, Option, CommanderError } from 'commander';
-import { prestartWorkers } from '../engine/workers/index.js';
+import { prestartWorkers } from '../engine/pool/index.js';
 import { Repository, initRepository, openRepository } from '../engine/repo/repository.js';
 import { openBackend } from '../engine/backend/open.js';
 import { RequestLogCollector, describeRequests } from '../engine/backend/requestlog/index.js';
@@ -23,8 +23,10 @@ import { errorToWire, UsageError, TidemarkError } from '../engine/errors.js';
 import type { BackupProgress, OverwritePolicy, RestoreProgress } from '../engine/operations.js';
 import type { SnapshotEntry, TreeNode } from '../engine/repo/types.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
-import { getNewPassword, getPassword } from './password.js';
+import { describeAlarm } from './commands/alarm.js';
+import { getMaintenancePassword, getNewPassword, getPassword, givenMaintenancePassword } from './password.js';
 import { addRetentionOptions, retentionFrom, retentionGiven } from './retention.js';
+import { addProtectCommands } from './protect.js';
 
 export interface CliIO {
   out: (text: string) => void;
@@ -51,6 +53,7 @@ export interface GlobalOptions {
   quiet?: boolean;
   limitUpload?: number;
   limitDownload?: number;
+  maintenancePasswordFile?: string;
 }
 
 import { defaultRepoLocation, tidemarkHome } from './locations.js';
@@ -130,6 +133,10 @@ export function buildProgram(
     .option('-q, --quiet', 'no progress output')
     .option('--limit-upload <MBps>', 'limit writing to the repository to this many MB/s', Number)
     .option('--limit-download <MBps>', 'limit reading from the repository to this many MB/s', Number)
+    .option(
+      '--maintenance-password-file <file>',
+      'an append-only repository: its maintenance password, to prune, forget or change keys (or TIDEMARK_MAINTENANCE_PASSWORD)',
+    )
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .showHelpAfterError();
@@ -151,7 +158,26 @@ export function buildProgram(
       uploadBytesPerSec: opts.limitUpload ? opts.limitUpload * 1e6 : undefined,
       downloadBytesPerSec: opts.limitDownload ? opts.limitDownload * 1e6 : undefined,
     });
-    return openRepository(backend, await getPassword(opts));
+    const repo = await openRepository(backend, await getPassword(opts));
+    // an append-only repository lets deletes through only with its maintenance password (when given)
+    const maintenance = repo.immutability?.appendOnly ? await givenMaintenancePassword(opts) : undefined;
+    if (maintenance !== undefined)
+      await repo.unlockMaintenance(maintenance).catch(async (err) => {
+        await repo.close();
+        throw err;
+      });
+    return repo;
+  };
+  /** Before deleting from an append-only repository: the maintenance password, asked on a terminal
+   *  when it was not given. */
+  const maintain = async (repo: Repository, what: string) => {
+    if (!repo.immutability?.appendOnly) return;
+    try {
+      repo.assertMayDelete(what);
+    } catch (err) {
+      if (!process.stdin.isTTY) throw err;
+      await repo.unlockMaintenance(await getMaintenancePassword(g()));
+    }
   };
   /** Runs `fn` on the opened repository; commands that only read open it read-only (a bug or a crafted
    *  repository can then never make them write). */
@@ -172,20 +198,54 @@ export function buildProgram(
   program
     .command('init')
     .description('create a new repository')
-    .action(async () => {
-      const backend = await openBackend(location());
-      const repo = await initRepository(
-        backend,
-        await getPassword(g(), 'a password for the new repository'),
-        kdfFromEnv(),
-      );
-      print(
-        () =>
-          `created repository ${repo.config.id.slice(0, 10)} at ${backend.location}\nKeep the password safe: without it the backups cannot be read.`,
-        () => ({ id: repo.config.id, location: backend.location }),
-      );
-      await repo.close();
-    });
+    .addOption(
+      new Option(
+        '--object-lock <mode>',
+        'S3: lock every backup object against deletion (the bucket is made with object lock)',
+      ).choices(['governance', 'compliance']),
+    )
+    .option(
+      '--lock-days <days>',
+      'with --object-lock: how long each object stays locked (default 30)',
+      Number,
+    )
+    .option(
+      '--append-only',
+      'backups never delete or rewrite anything; prune, forget and key changes need a maintenance password',
+    )
+    .action(
+      async (o: { objectLock?: 'governance' | 'compliance'; lockDays?: number; appendOnly?: boolean }) => {
+        if (o.lockDays !== undefined && !o.objectLock)
+          throw new UsageError('--lock-days goes with --object-lock');
+        const backend = await openBackend(location());
+        const password = await getPassword(g(), 'a password for the new repository');
+        const repo = await initRepository(backend, password, {
+          ...kdfFromEnv(),
+          ...(o.objectLock ? { objectLock: { mode: o.objectLock, days: o.lockDays ?? 30 } } : {}),
+          ...(o.appendOnly
+            ? { appendOnly: { maintenancePassword: await getMaintenancePassword(g(), true) } }
+            : {}),
+        });
+        const im = repo.immutability;
+        print(
+          () =>
+            [
+              `created repository ${repo.config.id.slice(0, 10)} at ${backend.location}`,
+              im?.objectLock
+                ? `Object lock (${im.objectLock.mode}): every backup object stays locked for ${im.objectLock.days} days (a job's longer retention lengthens it).`
+                : '',
+              im?.appendOnly
+                ? 'Append-only: backups never delete or rewrite anything; prune, forget and key changes need the maintenance password (keep it off this computer).'
+                : '',
+              'Keep the password safe: without it the backups cannot be read.',
+            ]
+              .filter(Boolean)
+              .join('\n'),
+          () => ({ id: repo.config.id, location: backend.location, immutability: im ?? null }),
+        );
+        await repo.close();
+      },
+    );
 
   program
     .command('backup')
@@ -261,6 +321,7 @@ export function buildProgram(
           `  files: ${s.files} (${s.filesRead} read, ${s.filesUnchanged} unchanged), folders: ${s.dirs}, size ${fmtBytes(s.totalBytes)}`,
           `  read ${fmtBytes(s.bytesRead)}, new data ${fmtBytes(s.newBytes)}, added to repository ${fmtBytes(s.storedBytes)} in ${(s.durationMs / 1000).toFixed(1)} s`,
           ...result.skipped.map((k) => `  warning: ${k.path}: ${k.reason}`),
+          ...(result.massChange?.suspect ? describeAlarm(result.massChange) : []),
           `  repository: ${describeRequests(rq)}`,
           ...(o.verbose
             ? rq.failures.map(
@@ -289,6 +350,7 @@ export function buildProgram(
         }),
       );
       if (result.status === 'completed-with-warnings') exitCode = EXIT.WARNINGS;
+      if (result.massChange?.suspect) exitCode = EXIT.ALARM;
     });
 
   program
@@ -305,7 +367,7 @@ export function buildProgram(
           'ID        Time                 Host             Size        Files  Paths',
           ...list.map(
             (s) =>
-              `${short(s.id)}  ${s.time.replace('T', ' ').slice(0, 19)}  ${s.host.padEnd(15).slice(0, 15)}  ${fmtBytes(s.stats.totalBytes).padStart(10)}  ${String(s.stats.files).padStart(6)}  ${s.paths.join(', ')}${s.tags.length ? ' [' + s.tags.join(',') + ']' : ''}`,
+              `${short(s.id)}  ${s.time.replace('T', ' ').slice(0, 19)}  ${s.host.padEnd(15).slice(0, 15)}  ${fmtBytes(s.stats.totalBytes).padStart(10)}  ${String(s.stats.files).padStart(6)}  ${s.paths.join(', ')}${s.tags.length ? ' [' + s.tags.join(',') + ']' : ''}${s.massChange?.suspect ? '  (mass-change alarm)' : ''}`,
           ),
           `${list.length} snapshots`,
         ],
@@ -480,6 +542,7 @@ export function buildProgram(
       if (!retentionGiven(o)) throw new UsageError('give at least one --keep-… option');
       const policy = retentionFrom(o);
       const { decision, pruned } = await withRepo(async (repo) => {
+        if (!o.dryRun) await maintain(repo, 'forget');
         const decision = await forget(repo, policy, { dryRun: o.dryRun, host: o.host });
         const pruned = o.prune && !o.dryRun ? await prune(repo, { signal }) : undefined;
         return { decision, pruned };
@@ -520,6 +583,7 @@ export function buildProgram(
     )
     .action(async (o) => {
       const r = await withRepo(async (repo) => {
+        if (!o.dryRun) await maintain(repo, 'prune');
         const result = await prune(repo, {
           dryRun: o.dryRun,
           signal,
@@ -529,9 +593,15 @@ export function buildProgram(
         if (!o.dryRun) await recordOwnPrune(repo.backend, repo.key, os.hostname()).catch(() => {});
         return result;
       });
+      const lock = r.objectLock;
       print(
         () =>
-          `${o.dryRun ? 'would remove' : 'removed'} ${r.packsRemoved} packs (${r.packsRewritten} rewritten), ${r.blobsRemoved} unused blobs, ${fmtBytes(r.bytesFreed)} freed`,
+          [
+            `${o.dryRun ? 'would remove' : 'removed'} ${r.packsRemoved} packs (${r.packsRewritten} rewritten), ${r.blobsRemoved} unused blobs, ${fmtBytes(r.bytesFreed)} freed`,
+            lock
+              ? `object lock: ${lock.extended} objects' locks extended; ${lock.purged} old versions deleted (${fmtBytes(lock.bytesPurged)}), ${lock.locked} still locked (${fmtBytes(lock.bytesLocked)}, deletable after ${lock.lockedUntil ?? '–'}: a later prune frees them)`
+              : '',
+          ].filter(Boolean),
         () => r,
       );
     });
@@ -570,7 +640,10 @@ export function buildProgram(
     .description('remove a password (not the one in use)')
     .argument('<id>', 'key ID or prefix')
     .action(async (id: string) => {
-      await withRepo((repo) => repo.removeKey(id));
+      await withRepo(async (repo) => {
+        await maintain(repo, 'removing a key');
+        await repo.removeKey(id);
+      });
       print(
         () => `removed key ${id}`,
         () => ({ removed: id }),
@@ -581,14 +654,17 @@ export function buildProgram(
     .description('change the password in use')
     .option('--new-password-file <file>', 'read the new password from a file (or TIDEMARK_NEW_PASSWORD)')
     .action(async (o) => {
-      const id = await withRepo(async (repo) =>
-        repo.changePassword(await getNewPassword(o), kdfFromEnv().kdf),
-      );
+      const id = await withRepo(async (repo) => {
+        await maintain(repo, 'changing the password (its old key is removed)');
+        return repo.changePassword(await getNewPassword(o), kdfFromEnv().kdf);
+      });
       print(
         () => `password changed (key ${short(id)})`,
         () => ({ id }),
       );
     });
+
+  addProtectCommands(program, { io, g, print, withRepo, signal, setExitCode: (c) => (exitCode = c) });
 
   for (const r of registrars) r(program, ctx);
   return { program, exitCode: () => exitCode };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { discardBuffer, giveBuffer, isPoolBuffer, takeBuffer } from './bufferPool.js';
-import { decodeBuffer } from './workers/index.js';
+import { decodeBuffer } from './pool/wire.js';
 
 const MiB = 1024 * 1024;
 

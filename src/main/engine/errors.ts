@@ -57,6 +57,12 @@ export class DestinationUnwritableError extends TidemarkError {
     super('DESTINATION_UNWRITABLE', message, options);
   }
 }
+/** The destination went away while in use: a drive unplugged, a share unmounted, the network lost. */
+export class DestinationGoneError extends TidemarkError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('DESTINATION_GONE', message, options);
+  }
+}
 export class UsageError extends TidemarkError {
   constructor(message: string) {
     super('USAGE', message);
@@ -104,5 +110,21 @@ export function throwIfAborted(signal?: AbortSignal): void {
 export class ObjectExistsError extends TidemarkError {
   constructor(what: string) {
     super('OBJECT_EXISTS', `${what} already exists`);
+  }
+}
+/** An append-only repository refused to delete or rewrite something (prune, forget, a key change):
+ *  that needs its maintenance password (repo/immutability.ts). */
+export class AppendOnlyError extends TidemarkError {
+  constructor(what: string) {
+    super(
+      'APPEND_ONLY',
+      `this repository is append-only: ${what} needs its maintenance password (--maintenance-password-file, or TIDEMARK_MAINTENANCE_PASSWORD)`,
+    );
+  }
+}
+/** The maintenance password of an append-only repository did not match. */
+export class WrongMaintenancePasswordError extends TidemarkError {
+  constructor() {
+    super('WRONG_MAINTENANCE_PASSWORD', 'wrong maintenance password: nothing was deleted');
   }
 }

@@ -1,9 +1,10 @@
 /**
  * The backup engine: plain Node, no electron import (an eslint rule enforces it), run headless by the
  * CLI, the tests and the benchmarks, and in-process by the app. This is its public face; the stages
- * live one per folder (docs/architecture.md §1): backend/ → repo/ → chunk/, crypto/, compress/ → scan/ → backup/,
- * restore/, check/ → catalog/, schedule/. Long operations take an AbortSignal and report through an
- * injected progress sink; CPU work runs in workers/.
+ * live one per folder, on floors that import only downward (docs/architecture.md §1 rule 9): crypto/,
+ * chunk/, compress/ → backend/ → repo/ → scan/ → pool/ → backup/, restore/, check/ → workers/ →
+ * catalog/ → schedule/. Long operations take an AbortSignal and report through an injected progress
+ * sink; CPU work runs in worker threads (pool/, each feature's side in its worker/).
  */
 export * from './errors.js';
 export type * from './operations.js';

@@ -5,7 +5,7 @@
  *
  * Every long operation takes an AbortSignal and an injected progress sink (docs/architecture.md §1 rule 5).
  */
-import type { ID, SnapshotEntry, SkippedEntry } from './repo/types.js';
+import type { ID, MassChangeVerdict, SnapshotEntry, SkippedEntry } from './repo/types.js';
 
 /** A progress sink: called with a fresh counters object whenever something moved (throttle in the consumer). */
 export type ProgressSink<P> = (progress: P) => void;
@@ -155,6 +155,9 @@ export interface BackupResult {
   skipped: SkippedEntry[];
   /** 'completed' or 'completed-with-warnings' (some entries were skipped). */
   status: 'completed' | 'completed-with-warnings';
+  /** The mass-change alarm's verdict (also in snapshot.massChange): present when there was a parent
+   *  snapshot to compare with; `suspect` when the changes look like mass encryption (engine/alarm). */
+  massChange?: MassChangeVerdict;
 }
 
 export type OverwritePolicy = 'skip' | 'overwrite' | 'keep-both' | 'if-newer';
@@ -252,4 +255,15 @@ export interface PruneResult {
   packsRewritten: number;
   bytesFreed: number;
   blobsRemoved: number;
+  /** S3 object lock (repo/immutability.ts): current objects whose lock was extended; old versions
+   *  deleted now that their lock ran out, and those still locked (kept until `lockedUntil`). The bytes
+   *  of removed packs are only really freed when their old versions are purged. */
+  objectLock?: {
+    extended: number;
+    purged: number;
+    bytesPurged: number;
+    locked: number;
+    bytesLocked: number;
+    lockedUntil: string | null;
+  };
 }

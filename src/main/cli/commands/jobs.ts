@@ -6,19 +6,28 @@
  * Jobs and the catalog live in the data folder (ctx.dataDir()); repository passwords go to the key
  * file there (a SecretStore), never into the catalog database.
  */
+import { listAlarms } from '../../engine/catalog/alarms.js';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { Catalog } from '../../engine/catalog/catalog.js';
 import { KeyFileSecretStore, secretKeys, type SecretStore } from '../../engine/catalog/secrets.js';
 import { rebuildRepository } from '../../engine/catalog/sync.js';
-import type { Job, JobSpec, RepositoryRecord, RunRecord, Schedule } from '../../engine/catalog/types.js';
+import type {
+  Job,
+  JobSpec,
+  RepositoryRecord,
+  RestoreTestSettings,
+  RunRecord,
+  Schedule,
+} from '../../engine/catalog/types.js';
+import { DEFAULT_TEST_FILES, describeRestoreTest } from '../../engine/schedule/restoreTests.js';
 import { JobRunner } from '../../engine/schedule/runner.js';
 import { createJobSystem } from '../../engine/schedule/system.js';
 import { TrackerService, journalBackup } from '../../tracking/service.js';
 import { createRunEvents } from '../../engine/schedule/events.js';
 import { describeSchedule, nextFireTime, validateSchedule } from '../../engine/schedule/schedules.js';
-import { describePolicy } from '../../engine/schedule/retention.js';
+import { describePolicy } from '../../engine/repo/retentionPolicy.js';
 import {
   createJobEngine,
   openCatalogRepository,
@@ -90,6 +99,14 @@ function addScheduleOptions(cmd: Command): Command {
     .option('--catch-up', 'run a missed backup once after sleep or shutdown (the default)')
     .option('--no-catch-up', 'do not run a missed backup after sleep or shutdown')
     .option('--prune-every-days <n>', 'reclaim space in the repository at most every N days', Number)
+    .option(
+      '--restore-test-every <days>',
+      'after backups, restore a random sample into a temporary folder and compare it, every N days (0: each backup)',
+      count,
+    )
+    .option('--restore-test-files <n>', 'files each restore test draws (default 20)', count)
+    .option('--restore-test-dir <dir>', 'where restore tests make their temporary folder')
+    .option('--restore-test-off', 'no restore tests after backups')
     .addOption(new Option('--disable', "pause the job's schedule"))
     .option('--enable', "resume the job's schedule")
     .addOption(
@@ -120,6 +137,21 @@ function hookOptionsFrom(o: any, cur: JobSpec['options'] = {}): JobSpec['options
     out.hookTimeoutSec = o.hookTimeout;
   }
   return out;
+}
+
+/** The job's restore test settings from --restore-test-… options (undefined: none given). */
+function restoreTestFrom(o: any, cur?: RestoreTestSettings): RestoreTestSettings | undefined {
+  if (o.restoreTestEvery === undefined && o.restoreTestFiles === undefined && o.restoreTestDir === undefined)
+    return undefined;
+  return {
+    everyDays: o.restoreTestEvery ?? cur?.everyDays ?? 7,
+    files: o.restoreTestFiles ?? cur?.files ?? DEFAULT_TEST_FILES,
+    ...(o.restoreTestDir
+      ? { tempDir: path.resolve(o.restoreTestDir) }
+      : cur?.tempDir
+        ? { tempDir: cur.tempDir }
+        : {}),
+  };
 }
 
 function scheduleFrom(o: any): Schedule | undefined {
@@ -178,7 +210,9 @@ function runExitCode(run: RunRecord): number {
     case 'cancelled':
       return EXIT.CANCELLED;
     default:
-      return run.error?.code === 'VERIFY_FAILED' ? EXIT.DAMAGED : exitCodeFor({ code: run.error?.code });
+      return run.error?.code === 'VERIFY_FAILED' || run.error?.code === 'RESTORE_TEST_FAILED'
+        ? EXIT.DAMAGED
+        : exitCodeFor({ code: run.error?.code });
   }
 }
 
@@ -276,6 +310,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
           verifyReadData: !!o.verifyData,
           fullEveryDays: o.fullEveryDays,
           catchUp: o.catchUp,
+          ...(restoreTestFrom(o) && !o.restoreTestOff ? { restoreTest: restoreTestFrom(o) } : {}),
         }),
         enabled: !o.disable,
       };
@@ -298,6 +333,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
           return {
             job: j,
             repository: c.getRepository(j.repositoryId),
+            alarms: listAlarms(c, { repositoryId: j.repositoryId }).filter((a) => a.job === j.key),
             last,
             next: j.enabled ? nextFireTime(j.schedule, Math.max(Date.now(), j.schedCheckedAt ?? 0)) : null,
           };
@@ -313,7 +349,13 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
                     `     snapshot: ${r.job.options.snapshot ?? 'when-possible'}` +
                     `${r.job.options.preCommand ? `; pre: ${r.job.options.preCommand}` : ''}` +
                     `${r.job.options.postCommand ? `; post: ${r.job.options.postCommand}` : ''}\n` +
-                    `     last: ${r.last ? `${r.last.status} ${fmtTime(r.last.startedAt ?? r.last.endedAt)}` : 'never'}; next: ${fmtTime(r.next)}`,
+                    `     last: ${r.last ? `${r.last.status} ${fmtTime(r.last.startedAt ?? r.last.endedAt)}` : 'never'}; next: ${fmtTime(r.next)}` +
+                    r.alarms
+                      .map(
+                        (a) =>
+                          `\n     MASS-CHANGE ALARM: snapshot ${a.snapId.slice(0, 8)} of ${fmtTime(a.time)}: ${a.verdict.reasons[0] ?? ''} (tidemark alarm dismiss ${a.snapId.slice(0, 8)} -r …)`,
+                      )
+                      .join(''),
                 )
               : 'no jobs yet: tidemark job add NAME FOLDER… --to REPOSITORY',
           () =>
@@ -321,6 +363,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
               ...r.job,
               repository: r.repository,
               lastRun: r.last ?? null,
+              alarms: r.alarms,
               nextRun: r.next,
             })),
         );
@@ -352,6 +395,9 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
       if (o.verifyData) options.verifyReadData = true;
       if (o.fullEveryDays !== undefined) options.fullEveryDays = o.fullEveryDays;
       if (o.catchUp !== undefined) options.catchUp = o.catchUp;
+      const rt = restoreTestFrom(o, cur.options.restoreTest);
+      if (o.restoreTestOff) delete options.restoreTest;
+      else if (rt) options.restoreTest = rt;
       patch.options = options;
       if (o.disable) patch.enabled = false;
       if (o.enable) patch.enabled = true;
@@ -547,6 +593,7 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
         ),
       );
       events.on('run-skipped', (e) => line(`skipped "${name(e.jobId)}": ${e.reason}`));
+      events.on('restore-test', (e) => line(`"${name(e.jobId)}": ${describeRestoreTest(e.test)}`));
       scheduler.start();
       for (const j of c.listJobs())
         line(`"${j.name}": ${describeSchedule(j.schedule)}, next ${fmtTime(scheduler.nextRun(j))}`);

@@ -12,25 +12,9 @@ import { isS3Location } from './s3/location.js';
 import { s3OptionsFrom, type BackendOptions } from './open.js';
 import type { S3DiagnoseOptions } from './s3/diagnose.js';
 import { errorToWire } from '../errors.js';
+import type { Diagnosis, DiagnosisCheck } from './diagnosis.js';
 
-export interface DiagnosisCheck {
-  name: string;
-  label: string;
-  status: 'passed' | 'failed' | 'warning' | 'skipped';
-  message: string;
-  code?: string;
-}
-
-export interface Diagnosis {
-  ok: boolean;
-  location: string;
-  checks: DiagnosisCheck[];
-  /** A Tidemark repository already exists there; null when that could not be found out. */
-  repositoryExists: boolean | null;
-  /** Store clock minus ours (S3). */
-  clockOffsetMs?: number;
-  summary: string;
-}
+export type { Diagnosis, DiagnosisCheck } from './diagnosis.js';
 
 function gib(bytes: number): string {
   return bytes >= 1024 ** 3

@@ -37,6 +37,9 @@ export interface BackendOptions {
   allowInsecureHttp?: boolean;
   /** Requests in flight at once (S3; default 8). */
   connections?: number;
+  /** S3 object lock: lock what is written for at least this many days (a job's retention, when the
+   *  repository locks its history; repo/immutability.ts). */
+  objectLockDays?: number;
   /** Where to look for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY when no keys are given (default: process.env; {} for none). */
   env?: Record<string, string | undefined>;
   // Wrappers.
@@ -75,6 +78,7 @@ export function s3OptionsFrom(location: string, options: BackendOptions = {}): S
     sessionToken: options.sessionToken ?? (options.accessKeyId ? undefined : env.AWS_SESSION_TOKEN),
     allowInsecureHttp: options.allowInsecureHttp,
     connections: options.connections,
+    objectLockMinDays: options.objectLockDays,
   };
 }
 

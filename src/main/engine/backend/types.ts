@@ -2,7 +2,8 @@
  * The storage contract every backend implements (local folder, memory, S3, and wrappers around them).
  * Objects are immutable and addressed by (type, name). A backend never interprets their bytes.
  */
-export type ObjectType = 'config' | 'keys' | 'data' | 'index' | 'snapshots' | 'locks' | 'maintenance';
+export type ObjectType =
+  'config' | 'keys' | 'data' | 'index' | 'snapshots' | 'locks' | 'maintenance' | 'alarms';
 
 export const OBJECT_TYPES: readonly ObjectType[] = [
   'config',
@@ -12,6 +13,7 @@ export const OBJECT_TYPES: readonly ObjectType[] = [
   'snapshots',
   'locks',
   'maintenance',
+  'alarms',
 ];
 
 export interface ObjectInfo {

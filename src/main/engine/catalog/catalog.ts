@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import { openCatalogDb, databaseSize, type DB, type OpenOptions } from './db.js';
 import { FileIndex } from './fileIndex.js';
+import { RestoreTestLog } from './restoreTests.js';
 import type {
   Job,
   JobSpec,
@@ -71,10 +72,12 @@ export interface SnapshotRow {
 export class Catalog {
   readonly db: DB;
   readonly files: FileIndex;
+  readonly restoreTests: RestoreTestLog;
 
   constructor(dataDir: string, opts: OpenOptions = {}) {
     this.db = openCatalogDb(dataDir, opts);
     this.files = new FileIndex(this.db);
+    this.restoreTests = new RestoreTestLog(this.db);
   }
 
   close(): void {

@@ -174,6 +174,64 @@ export const MIGRATIONS: ((db: DB) => void)[] = [
   (db) => {
     db.exec('ALTER TABLE runs ADD COLUMN snapshots TEXT');
   },
+  // 6: restore tests (catalog/restoreTests.ts): after a job's backups, or on demand.
+  (db) => {
+    db.exec(`
+      CREATE TABLE restore_tests (
+        id INTEGER PRIMARY KEY,
+        job_id INTEGER REFERENCES jobs(id) ON DELETE CASCADE,
+        run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+        repository_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+        snapshot_id TEXT NOT NULL,
+        trigger TEXT NOT NULL,                   -- schedule | manual
+        status TEXT NOT NULL CHECK (status IN ('passed','failed','error')),
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER NOT NULL,
+        files INTEGER NOT NULL DEFAULT 0,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        block_files INTEGER NOT NULL DEFAULT 0,
+        all_block_files INTEGER NOT NULL DEFAULT 0,
+        failures TEXT NOT NULL DEFAULT '[]',     -- JSON {path, message}[]
+        skipped TEXT NOT NULL DEFAULT '[]',      -- JSON {path, reason}[]
+        error TEXT                               -- JSON {name, code, message} when it could not run
+      );
+      CREATE INDEX restore_tests_by_job ON restore_tests(job_id, id);
+    `);
+  },
+  // 7: mass-change alarms (catalog/alarms.ts): suspect snapshots by repository, and their dismissals
+  // (a cache of the repository's alarms/ objects, like the snapshots table of its snapshots).
+  (db) => {
+    db.exec(`
+      CREATE TABLE alarms (
+        repository_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+        snap_id TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        job TEXT,
+        verdict TEXT NOT NULL,                   -- JSON MassChangeVerdict
+        dismissed_at INTEGER,                    -- ms since epoch; NULL while the alarm holds
+        dismissal TEXT,                          -- JSON AlarmDismissal
+        PRIMARY KEY (repository_id, snap_id)
+      ) WITHOUT ROWID;`);
+  },
+  // 8: destination speed tests (speedTests.ts), kept per destination to show how it changes over time.
+  (db) => {
+    db.exec(`CREATE TABLE speed_tests (
+        id INTEGER PRIMARY KEY,
+        place TEXT NOT NULL,                     -- which destination: the same folder, or bucket + prefix
+        location TEXT NOT NULL,                  -- the destination as people read it
+        job_id INTEGER REFERENCES jobs(id) ON DELETE SET NULL,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('completed','failed','cancelled')),
+        settings TEXT NOT NULL,                  -- JSON: patterns, file and block size, duration, …
+        results TEXT NOT NULL,                   -- JSON: one entry per pattern
+        estimate TEXT,                           -- JSON: full backup / restore times, last runs
+        notes TEXT NOT NULL DEFAULT '[]',
+        error TEXT                               -- JSON {name, code, message} when failed
+      );
+      CREATE INDEX speed_tests_by_place ON speed_tests(place, started_at);`);
+  },
 ];
 
 export interface OpenOptions {

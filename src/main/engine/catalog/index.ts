@@ -4,7 +4,7 @@
  * What it holds: repositories (location and non-secret backend options), jobs, runs with their
  * problems, log lines and per-second throughput samples, a cache of each repository's snapshots, and
  * a file index of every snapshot (browse a folder, search names across snapshots, list the versions of
- * one path) that answers without touching the repository.
+ * one path) that answers without touching the repository, and the restore tests made of jobs' snapshots.
  *
  * Guarantees: everything learnt from a repository is a cache — `syncRepository` / `rebuildRepository`
  * recreate it from the repository alone with identical browse/search/version results. Secrets never
@@ -15,6 +15,7 @@
  * deciding when jobs run (schedule/).
  */
 export { Catalog, assertNoSecrets, type SnapshotRow } from './catalog.js';
+export { RestoreTestLog } from './restoreTests.js';
 export {
   openCatalogDb,
   migrate,
@@ -51,4 +52,5 @@ export {
   SECRETS_FILE,
   type SecretStore,
 } from './secrets.js';
+export { SpeedTestLog, type SpeedTestRow } from './speedTests.js';
 export type * from './types.js';

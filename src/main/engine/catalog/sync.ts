@@ -6,10 +6,14 @@
 import type { Catalog, SnapshotRow } from './catalog.js';
 import type { TreeSource, IndexStats } from './fileIndex.js';
 import type { SnapshotEntry } from '../repo/types.js';
+import type { AlarmDismissal } from '../repo/holds.js';
+import { syncAlarms } from './alarms.js';
 
 /** What syncing needs from an open repository (repo.Repository satisfies it). */
 export interface SnapshotSource extends TreeSource {
   listSnapshots(): Promise<SnapshotEntry[]>;
+  /** The mass-change alarms' dismissals (repo/holds.ts); absent: alarms are cached as undismissed. */
+  listDismissals?(): Promise<AlarmDismissal[]>;
 }
 
 export interface SyncResult {
@@ -45,6 +49,7 @@ async function syncLocked(
   opts: SyncOptions,
 ): Promise<SyncResult> {
   const snapshots = await source.listSnapshots();
+  syncAlarms(catalog, repositoryId, snapshots, (await source.listDismissals?.()) ?? []);
   const inRepo = new Set(snapshots.map((s) => s.id));
   const cached = catalog.listSnapshots(repositoryId);
   const cachedIds = new Set(cached.map((s) => s.snapId));

@@ -30,6 +30,8 @@ export interface JobOptions {
   lowPriority?: boolean;
   /** Cut VM disks, databases and mail stores into fixed-size blocks (BackupOptions.blockFiles); absent: on. */
   blockFiles?: boolean;
+  /** Restore tests after backups (schedule/restoreTests.ts); absent: none. */
+  restoreTest?: RestoreTestSettings;
   tags?: string[];
   host?: string;
   /** Read the sources from a filesystem snapshot: where possible (absent), always (fail without), never. */
@@ -39,6 +41,16 @@ export interface JobOptions {
   postCommand?: string;
   /** How long each may take (default DEFAULT_HOOK_TIMEOUT_SEC). */
   hookTimeoutSec?: number;
+}
+
+/** When and how much a job's restore tests restore. */
+export interface RestoreTestSettings {
+  /** Test after a backup when the last test is at least this many days old (0: after every backup). */
+  everyDays: number;
+  /** Files drawn at random each time. */
+  files: number;
+  /** Where the temporary folder goes (default: the system's temporary folder). */
+  tempDir?: string;
 }
 
 export interface JobSpec {
@@ -104,6 +116,28 @@ export interface RunRecord {
   requests?: RequestLogSummary | null;
   /** Which sources were read from a filesystem snapshot, and why not the others (getRun only). */
   snapshots?: SnapshotReport | null;
+}
+
+/** One restore test (catalog/restoreTests.ts). */
+export interface RestoreTestRecord {
+  id: number;
+  jobId: number | null;
+  /** The backup run it followed (null: made on demand). */
+  runId: number | null;
+  repositoryId: number;
+  snapshotId: string;
+  trigger: 'schedule' | 'manual';
+  /** passed: every file matched; failed: something did not restore or match; error: no test was made. */
+  status: 'passed' | 'failed' | 'error';
+  startedAt: number;
+  endedAt: number;
+  files: number;
+  bytes: number;
+  blockFiles: number;
+  allBlockFiles: boolean;
+  failures: { path: string; message: string }[];
+  skipped: { path: string; reason: string }[];
+  error: { name: string; code: string; message: string } | null;
 }
 
 export interface RunProblem {

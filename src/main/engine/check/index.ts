@@ -15,9 +15,8 @@ import { contentIds } from '../repo/tree.js';
 import { storageId } from '../crypto/index.js';
 import { decodeHeader } from '../repo/pack.js';
 import { AbortedError } from '../errors.js';
-import { acquireDecodePool, releasePool, decodeBuffer, defaultWorkerCount } from '../workers/index.js';
-import type { DecodeResult } from '../workers/protocol.js';
-import { outcomesOf, packDecodeItems } from '../workers/decodeBatch.js';
+import { acquireDecodePool, releasePool, defaultWorkerCount } from '../pool/index.js';
+import { decodeBuffer, outcomesOf, packDecodeItems, type DecodeResult } from '../pool/wire.js';
 
 export interface CheckOptions {
   readData?: boolean;

@@ -31,7 +31,7 @@ interface Ahead {
   key: Promise<Buffer>;
 }
 /** Derivations started ahead and not yet taken: one list for the process, on globalThis, because the
- *  launcher's bundle and the CLI's each have their own copy of this module (like workers/early.ts). */
+ *  launcher's bundle and the CLI's each have their own copy of this module (like pool/early.ts). */
 const AHEAD = Symbol.for('tidemark.kdfAhead');
 const ahead = (): Ahead[] => ((globalThis as Record<symbol, Ahead[]>)[AHEAD] ??= []);
 

@@ -27,8 +27,21 @@ import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type Pack
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree, TreeNode } from './types.js';
+import { listDismissals, type AlarmDismissal } from './holds.js';
+import {
+  assertMayDelete,
+  enforceImmutability,
+  newImmutability,
+  unlockMaintenance,
+  type Immutability,
+  type ImmutabilityOptions,
+  lockingStore,
+} from './immutability.js';
 
 export const FORMAT_VERSION = 1;
+/** Packs a backup writes at once where its backend does not say (Backend.writeConcurrency): an object
+ *  store's latency wants overlap. */
+export const DEFAULT_PACK_WRITES = 2;
 /**
  * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
  * JavaScript objects each; a block file's list counts as its bytes / 800 more, so one list of 512 Ki
@@ -54,9 +67,11 @@ export interface RepoConfig {
   chunkerSeed: string;
   compressionLevel: number;
   packSize: number;
+  /** S3 object lock and/or append-only (immutability.ts); absent: neither. */
+  immutability?: Immutability;
 }
 
-export interface InitOptions {
+export interface InitOptions extends ImmutabilityOptions {
   chunker?: Partial<ChunkerParams>;
   compressionLevel?: number;
   packSize?: number;
@@ -72,6 +87,16 @@ export interface RepoStats {
   newBytes: number;
 }
 
+/**
+ * Lends the buffers of sealed blobs (a backup's workers seal into buffers they want back: pool/ledger.ts
+ * implements this). The pack writer takes a hold on a blob's buffer while a pack refers to it.
+ */
+export interface BufferLender {
+  /** Takes one more hold on `buffer` if it is lent (held); false, taking nothing, if not. */
+  retain(buffer: ArrayBufferLike): boolean;
+  release(buffer: ArrayBufferLike): void;
+}
+
 export class Repository {
   /** Blobs per index file written during a long backup. */
   static indexEvery = 20_000;
@@ -84,6 +109,8 @@ export class Repository {
   /** Blob IDs (hex) accepted for writing but not yet in an uploaded pack. */
   private readonly pending = new Set<string>();
   private readonly builders = new Map<BlobType, PackBuilder>();
+  /** The lent buffers each open pack keeps views of (addSealedBlob's `lender`), released once it is written. */
+  private readonly lent = new Map<PackBuilder, { lender: BufferLender; buffer: ArrayBufferLike }[]>();
   private readonly uploads = new Set<Promise<void>>();
   /** Data packs started since the last flush (see packTarget). */
   private dataPacksSinceFlush = 0;
@@ -106,8 +133,10 @@ export class Repository {
   ) {}
 
   static async init(backend: Backend, password: string, opts: InitOptions = {}): Promise<Repository> {
+    const immutability = await newImmutability(backend, opts, password, opts.kdf);
     await backend.init();
     if (await backend.exists()) throw new RepoExistsError(backend.location);
+    if (immutability?.objectLock) await lockingStoreOf(backend).verifyObjectLock();
     const master = newMasterKey();
     const config: RepoConfig = {
       version: FORMAT_VERSION,
@@ -117,12 +146,13 @@ export class Repository {
       chunkerSeed: crypto.randomBytes(32).toString('hex'),
       compressionLevel: opts.compressionLevel ?? DEFAULT_LEVEL,
       packSize: opts.packSize ?? DEFAULT_PACK_SIZE,
+      ...(immutability ? { immutability } : {}),
     };
     const keyId = await writeKey(backend, master, password, opts.kdf);
     await backend.save('config', 'config', encodeObject(master, Buffer.from(JSON.stringify(config))), {
       ifNotExists: true,
     });
-    return new Repository(backend, master, config, keyId);
+    return new Repository(enforceImmutability(backend, immutability), master, config, keyId);
   }
 
   static async open(backend: Backend, password: string): Promise<Repository> {
@@ -132,7 +162,24 @@ export class Repository {
       decodeObject(master, await backend.load('config', 'config'), 'config').toString('utf8'),
     ) as RepoConfig;
     if (config.version !== FORMAT_VERSION) throw new UnsupportedVersionError(config.version);
-    return new Repository(backend, master, config, keyId);
+    return new Repository(enforceImmutability(backend, config.immutability), master, config, keyId);
+  }
+
+  // ---- immutability (immutability.ts) ------------------------------------------------------
+
+  /** Whether this repository's history is protected (S3 object lock, append-only). */
+  get immutability(): Immutability | undefined {
+    return this.config.immutability;
+  }
+
+  /** Append-only: checks the maintenance password and allows prune, forget and key changes from now on. */
+  unlockMaintenance(password: string): Promise<void> {
+    return unlockMaintenance(this.backend, this.config.immutability, password);
+  }
+
+  /** Throws AppendOnlyError when `what` would delete from an append-only repository not unlocked. */
+  assertMayDelete(what: string): void {
+    assertMayDelete(this.backend, this.config.immutability, what);
   }
 
   // ---- keys -------------------------------------------------------------------------------
@@ -146,6 +193,7 @@ export class Repository {
   }
 
   async removeKey(id: string): Promise<void> {
+    this.assertMayDelete('removing a key');
     const keys = await this.listKeys();
     const match = keys.filter((k) => k.id.startsWith(id));
     if (match.length !== 1) throw new NotFoundError(`key ${id}`);
@@ -160,6 +208,7 @@ export class Repository {
 
   /** Replaces the key that opened the repository with one for a new password. */
   async changePassword(password: string, kdf?: InitOptions['kdf']): Promise<string> {
+    this.assertMayDelete('changing the password (its old key is removed)');
     const id = await writeKey(this.backend, this.key, password, kdf);
     await this.backend.remove('keys', this.keyId);
     (this as { keyId: string }).keyId = id;
@@ -231,13 +280,18 @@ export class Repository {
     return true;
   }
 
-  /** Adds a sealed blob (from sealBlob) to the pack of its type; uploads the pack when full. */
+  /**
+   * Adds a sealed blob (from sealBlob) to the pack of its type; uploads the pack when full. With a
+   * `lender` (the backup's buffer ledger, pool/ledger.ts), a blob that stays a view of its buffer in the
+   * pack (one too large to copy into the pack's own) keeps that buffer held until the pack is written.
+   */
   async addSealedBlob(
     type: BlobType,
     id: Buffer,
     sealed: Buffer,
     rawLength: number,
     compressed: boolean,
+    lender?: BufferLender,
   ): Promise<void> {
     if (this.uploadError) throw this.uploadError;
     let b = this.builders.get(type);
@@ -250,11 +304,10 @@ export class Repository {
       );
       this.builders.set(type, b);
     }
-    if (b.add(id, type, compressed, rawLength, sealed) && this.returning?.refs.has(sealed.buffer)) {
-      this.holdBuffer(sealed.buffer);
-      let held = this.returning.held.get(b);
-      if (!held) this.returning.held.set(b, (held = []));
-      held.push(sealed.buffer);
+    if (b.add(id, type, compressed, rawLength, sealed) && lender?.retain(sealed.buffer)) {
+      let lent = this.lent.get(b);
+      if (!lent) this.lent.set(b, (lent = []));
+      lent.push({ lender, buffer: sealed.buffer });
     }
     this.stats.packedBytes += sealed.length;
     this.stats.newBlobs++;
@@ -299,51 +352,19 @@ export class Repository {
     return id;
   }
 
-  /**
-   * Buffers handed back once nothing refers to them (the sealed segments a backup's workers send, whose
-   * memory they seal into again: WorkerPool.keepSpareSealed). The caller holds a buffer while it adds the
-   * blobs in it (holdBuffer … releaseBuffer); each pack part in it holds it until that pack is written.
-   * A buffer never held is never handed back; one whose holds were lost (a failed backup) is collected.
-   */
-  private returning?: {
-    refs: Map<ArrayBufferLike, number>;
-    held: Map<PackBuilder, ArrayBufferLike[]>;
-    give: (ab: ArrayBuffer) => void;
-  };
-
-  /** Starts (or with no argument ends) handing back buffers whose blobs are all written. */
-  returnBuffers(give?: (ab: ArrayBuffer) => void): void {
-    this.returning = give ? { refs: new Map(), held: new Map(), give } : undefined;
-  }
-
-  holdBuffer(ab: ArrayBufferLike): void {
-    const r = this.returning;
-    if (r) r.refs.set(ab, (r.refs.get(ab) ?? 0) + 1);
-  }
-
-  releaseBuffer(ab: ArrayBufferLike): void {
-    const r = this.returning;
-    const n = r?.refs.get(ab);
-    if (!r || n === undefined) return;
-    if (n > 1) r.refs.set(ab, n - 1);
-    else {
-      r.refs.delete(ab);
-      if (ab instanceof ArrayBuffer) r.give(ab);
-    }
-  }
-
   private async uploadPack(b: PackBuilder): Promise<void> {
     if (b.count === 0) return;
     // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
     // pack (a full pack never grows, and no caller uploads an empty one).
     const { id, parts, size, blobs, release: releasePack } = b.finish();
-    const held = this.returning?.held.get(b);
-    this.returning?.held.delete(b);
+    const lent = this.lent.get(b);
+    this.lent.delete(b);
     const release = () => {
       releasePack();
-      held?.forEach((ab) => this.releaseBuffer(ab));
+      lent?.forEach(({ lender, buffer }) => lender.release(buffer));
     };
-    while (this.uploads.size >= (this.backend.writeConcurrency ?? 2)) await Promise.race(this.uploads);
+    while (this.uploads.size >= (this.backend.writeConcurrency ?? DEFAULT_PACK_WRITES))
+      await Promise.race(this.uploads);
     if (this.uploadError) {
       release();
       throw this.uploadError;
@@ -587,6 +608,11 @@ export class Repository {
     return this.loadSnapshot(matches[0]);
   }
 
+  /** The dismissals of mass-change alarms (holds.ts). */
+  listDismissals(): Promise<AlarmDismissal[]> {
+    return listDismissals(this);
+  }
+
   async removeSnapshot(id: ID): Promise<void> {
     await this.backend.remove('snapshots', id);
   }
@@ -625,4 +651,10 @@ export const openRepository = Repository.open;
 /** Orders two strings by their UTF-16 code units (what `<` compares), not by a locale's collation. */
 function codeUnitOrder(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function lockingStoreOf(backend: Backend) {
+  const store = lockingStore(backend);
+  if (!store) throw new TidemarkError('INTERNAL', 'object lock without a locking store');
+  return store;
 }

@@ -1,6 +1,6 @@
 /**
  * forget and prune. `forget` removes snapshot manifests chosen by a retention policy (the policy
- * itself is the pure function in schedule/retention.ts). `prune` then removes data no snapshot needs:
+ * itself is the pure function in ./retentionPolicy.ts). `prune` then removes data no snapshot needs:
  * under an exclusive lock it finds every used blob, repacks partly-used packs, writes one new full
  * index, deletes the old index files, and only then deletes obsolete packs. A crash at any step
  * leaves every snapshot restorable (at worst extra packs and duplicate index entries remain).
@@ -10,12 +10,14 @@ import type { Repository } from './repository.js';
 import type { ForgetDecision, PruneResult, ProgressSink, RetentionPolicy } from '../operations.js';
 import type { ID, SnapshotEntry } from './types.js';
 import { contentIds } from './tree.js';
-import { applyRetentionPolicy, groupSnapshots, type GroupBy } from '../schedule/retention.js';
+import { applyRetentionPolicy, groupSnapshots, type GroupBy } from './retentionPolicy.js';
 import { CorruptObjectError, AbortedError, TidemarkError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
 import { decodeIndex, type IndexPack } from './indexFile.js';
 import { DEFAULT_LEASE_MS, storeClock } from './lock.js';
 import { decodeObject } from './objects.js';
+import { heldSnapshots, holdReason, listDismissals } from './holds.js';
+import { lockingStore } from './immutability.js';
 
 export interface ForgetOptions {
   dryRun?: boolean;
@@ -31,14 +33,21 @@ export async function forget(
   policy: RetentionPolicy,
   opts: ForgetOptions = {},
 ): Promise<ForgetDecision> {
+  if (!opts.dryRun) repo.assertMayDelete('forget');
   let all = await repo.listSnapshots();
+  // whatever the policy says, a mass-change alarm nobody dismissed holds the snapshots before it (holds.ts)
+  const held = heldSnapshots(all, await listDismissals(repo));
   if (opts.host) all = all.filter((s) => s.host === opts.host);
   if (opts.job) all = all.filter((s) => s.job === opts.job);
   const decision: ForgetDecision = { keep: [], remove: [] };
   for (const group of groupSnapshots(all, opts.groupBy).values()) {
     const d = applyRetentionPolicy(group, policy, opts.now);
     decision.keep.push(...d.keep);
-    decision.remove.push(...d.remove);
+    for (const s of d.remove) {
+      const alarm = held.get(s.id);
+      if (alarm) decision.keep.push({ snapshot: s, reasons: [holdReason(alarm)] });
+      else decision.remove.push(s);
+    }
   }
   if (!opts.dryRun) for (const s of decision.remove) await repo.removeSnapshot(s.id);
   return decision;
@@ -85,6 +94,7 @@ export async function usedBlobs(
 }
 
 export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<PruneResult> {
+  if (!opts.dryRun) repo.assertMayDelete('prune');
   const lock = await repo.lock(true, 'prune', opts.leaseMs, opts.lockWaitMs);
   try {
     await repo.loadIndex(true); // pick up what other writers added
@@ -217,6 +227,13 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
       if (f !== fullIndex) await repo.backend.remove('index', f);
     for (const p of [...remove, ...repack]) await repo.backend.remove('data', p);
     repo.invalidateIndex();
+    // S3 object lock: what is current stays locked for the whole period; removed versions are freed once
+    // their lock runs out (the store kept them: a delete only put a marker on top)
+    const store = repo.immutability?.objectLock ? lockingStore(repo.backend) : undefined;
+    if (store) {
+      const extended = await store.extendObjectLocks();
+      result.objectLock = { extended, ...(await store.purgeExpiredVersions()) };
+    }
     return result;
   } finally {
     await lock.release().catch(() => {});

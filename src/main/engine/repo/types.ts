@@ -124,6 +124,68 @@ export interface Snapshot {
   journalCursor?: Record<string, unknown>;
   /** How the scan found changes: 'full-scan' | 'journal' | 'blocks', with the reason for any fallback. */
   scanMode?: { mode: string; reason?: string };
+  /** The mass-change alarm's verdict on this backup's changes (engine/alarm; absent without a parent
+   *  snapshot). A suspect snapshot holds every older snapshot of its host against forget until the
+   *  alarm is dismissed (repo/holds.ts). */
+  massChange?: MassChangeVerdict;
+  /** Set by `repair` on a snapshot saved again without what was lost: the snapshot it replaces. */
+  repairedFrom?: ID;
+}
+
+/** What the alarm counts of one backup; kept in the snapshot (massChange.stats). */
+export interface MassChangeStats {
+  /** Files in the previous snapshot: the base of the fractions. */
+  filesBefore: number;
+  /** Files at a path the previous snapshot had, whose content was read again. */
+  filesModified: number;
+  /** New files, and files of the previous snapshot gone from folders that were listed. */
+  filesAdded: number;
+  filesRemoved: number;
+  /** Modified files that share no chunk with their previous version. */
+  rewrittenWhole: number;
+  /** Plaintext bytes of the new chunks of modified and added files, and what they take stored
+   *  (compressed; without encryption overhead): their ratio is the new data's compressibility. */
+  newBytes: number;
+  newStored: number;
+  /** False when the job stores everything raw (compression level 0): no compressibility evidence. */
+  compressibilityKnown: boolean;
+  /** Modified files whose new data does not compress although their previous version did. */
+  collapsed: number;
+  /** Modified files whose first bytes no longer carry the signature their extension promises. */
+  signatureLost: number;
+  /** New files that replace a removed file of the same folder under an extended or changed extension
+   *  (report.docx → report.docx.locked, report.docx → report.crypt), and of those the ones whose content
+   *  is opaque and unrelated to the removed file (no chunk shared; not a file of its own named type). */
+  renamed: number;
+  renamedOpaque: number;
+  /** New opaque files under an extension their folder did not have before, in folders that lost as
+   *  many files (random-name encryption): counted up to the number of files the folder lost. */
+  replacedOpaque: number;
+  /** The change journal, when it planned the backup: folders it reported changed, and per hour since
+   *  the previous snapshot. */
+  journal?: { dirtyDirs: number; perHour: number };
+  /** Changed files beyond the analysis limit (counted, not analysed). */
+  notAnalysed: number;
+}
+
+/** A file the alarm found suspicious, for the alert ("what changed"). */
+export interface MassChangeExample {
+  path: string;
+  what: string;
+}
+
+export interface MassChangeVerdict {
+  version: 1;
+  /** True when the run looks like mass encryption: it is kept, and retention holds the older ones. */
+  suspect: boolean;
+  /** Files whose change looks like encryption, and how many make a run suspect. */
+  suspicious: number;
+  threshold: number;
+  /** What changed, in sentences for the alert. */
+  reasons: string[];
+  /** Some of the files (a few per kind of evidence). */
+  examples: MassChangeExample[];
+  stats: MassChangeStats;
 }
 
 /** A snapshot together with its ID, as listed. */

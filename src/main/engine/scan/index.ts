@@ -3,7 +3,7 @@
  * snapshot's nodes, applying exclusions, and deciding which directories a change journal lets us skip.
  * Guarantees: never follows symlinks (so loops cannot happen); a node is "unchanged" only when size,
  * mtime, ctime and inode all match the previous snapshot (the always-correct level 3 of docs/architecture.md §3).
- * Not here: reading file contents (workers/), writing trees (backup/).
+ * Not here: reading file contents (backup/worker), writing trees (backup/).
  */
 import path from 'node:path';
 import { minimatch } from 'minimatch';

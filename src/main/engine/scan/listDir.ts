@@ -1,6 +1,6 @@
 /**
  * Listing a folder for the scan: its entries' names (raw bytes, sorted as Buffer.compare sorts) and each
- * one's lstat, as the worker threads send them to the main thread (ListDirResult).
+ * one's lstat, as the worker threads send them to the main thread (FolderListing: the wire's FolderListing).
  *
  * The native addon (native/fsmeta listDir) reads the folder and stats its entries relative to it, on a
  * thread of libuv's pool, through an io_uring on Linux where the kernel allows one (one submission for a
@@ -12,8 +12,15 @@
 import fs from 'node:fs';
 import { errnoError, loadNativeAddon, useRing } from '../native.js';
 import type { NodeType } from '../repo/types.js';
-import type { ListDirResult } from '../workers/protocol.js';
 import { entryStat, mtimeMsOf, type EntryStat } from './stat.js';
+
+/** A folder's entries and their lstat results (plain values: they cross between threads as they are). */
+export interface FolderListing {
+  /** Set when the folder itself cannot be read. */
+  error?: { message: string; code?: string };
+  names: Uint8Array[];
+  stats: (EntryStat | { error: { message: string; code?: string } })[];
+}
 
 interface FsList {
   listDir?(
@@ -49,14 +56,14 @@ const K = 13; // numbers per entry (native/fsmeta ListDir)
 export async function listDir(
   dir: Buffer,
   opts: { native?: boolean; ring?: boolean } = {},
-): Promise<ListDirResult & { via: 'ring' | 'native' | 'fs' }> {
+): Promise<FolderListing & { via: 'ring' | 'native' | 'fs' }> {
   if ((opts.native ?? true) && addon?.listDir && !dir.includes(0)) {
     const r = await addon.listDir(dir, opts.ring ?? useRing);
     if (r.names === undefined)
       return { error: errnoError(r.errno, 'scandir', dir), names: [], stats: [], via: 'native' };
     const sep = dir.length === 1 && dir[0] === 0x2f ? '' : '/';
     const names: Uint8Array[] = [];
-    const stats: ListDirResult['stats'] = [];
+    const stats: FolderListing['stats'] = [];
     let start = 0;
     for (let i = 0; i < r.ends.length; i++) {
       const name = r.names.subarray(start, r.ends[i]);
@@ -90,7 +97,7 @@ export async function listDir(
 }
 
 /** The same with Node's fs, synchronously. */
-function listDirFs(dir: Buffer): ListDirResult {
+function listDirFs(dir: Buffer): FolderListing {
   let names: Buffer[];
   try {
     names = fs.readdirSync(dir, { encoding: 'buffer' }) as Buffer[];
@@ -100,7 +107,7 @@ function listDirFs(dir: Buffer): ListDirResult {
   }
   names.sort(Buffer.compare);
   const sep = dir.length === 1 && dir[0] === 0x2f ? Buffer.alloc(0) : Buffer.from('/');
-  const stats: ListDirResult['stats'] = names.map((n) => {
+  const stats: FolderListing['stats'] = names.map((n) => {
     try {
       return entryStat(fs.lstatSync(Buffer.concat([dir, sep, n]), { bigint: true }));
     } catch (err) {
@@ -109,4 +116,10 @@ function listDirFs(dir: Buffer): ListDirResult {
     }
   });
   return { names: names.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.byteLength)), stats };
+}
+
+/** A folder's names and their lstat, as a worker thread answers a listDir task (without how it was made). */
+export async function listFolder(path: Uint8Array): Promise<FolderListing> {
+  const { names, stats, error } = await listDir(Buffer.from(path));
+  return error ? { error, names, stats } : { names, stats };
 }

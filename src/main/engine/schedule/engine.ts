@@ -11,7 +11,9 @@ import { openRepository, type Repository } from '../repo/repository.js';
 import { backup } from '../backup/index.js';
 import { forget, prune } from '../repo/retention.js';
 import { check } from '../check/index.js';
+import { restoreTest } from '../restoretest/index.js';
 import { UsageError } from '../errors.js';
+import { lockDaysFor } from '../repo/immutability.js';
 import type { JobEngine } from './runner.js';
 import { secretKeys, type SecretStore } from '../catalog/secrets.js';
 import type { RepositoryRecord } from '../catalog/types.js';
@@ -82,7 +84,7 @@ export function createJobEngine(opts: {
   // every run's repository requests are counted and kept (capped) for its history
   const logs = new WeakMap<Repository, RequestLogCollector>();
   return {
-    openRepo: async (_job, repository) => {
+    openRepo: async (job, repository) => {
       const collector = new RequestLogCollector();
       const outer = opts.backendOptions?.requestLog;
       const requestLog = (r: RequestRecord) => {
@@ -92,6 +94,8 @@ export function createJobEngine(opts: {
       const repo = await openCatalogRepository(opts.secrets, repository, {
         ...opts.backendOptions,
         requestLog,
+        // S3 object lock: what this job writes stays locked as long as its retention keeps it
+        objectLockDays: lockDaysFor(job.retention),
       });
       logs.set(repo, collector);
       return repo;
@@ -105,5 +109,6 @@ export function createJobEngine(opts: {
     forget: (repo, policy, o) => forget(repo, policy, { dryRun: o.dryRun, job: o.job }),
     prune: (repo, o) => prune(repo, { signal: o.signal }),
     check: (repo, o) => check(repo, { readData: o.readData, signal: o.signal }),
+    restoreTest: (repo, o) => restoreTest(repo, o),
   };
 }

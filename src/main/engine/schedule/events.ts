@@ -3,14 +3,20 @@
  */
 import { EventEmitter } from 'node:events';
 import type { BackupProgress } from '../operations.js';
-import type { RunSample, RunStatus, RunTrigger } from '../catalog/types.js';
+import type { RestoreTestRecord, RunSample, RunStatus, RunTrigger } from '../catalog/types.js';
 
 export interface RunEvents {
   'run-queued': { jobId: number; runId: number; trigger: RunTrigger; full: boolean };
   'run-started': { jobId: number; runId: number; trigger: RunTrigger; full: boolean; at: number };
   'run-progress': { jobId: number; runId: number; progress: BackupProgress; sample?: RunSample };
-  /** A phase after the backup itself: indexing, retention, prune, verify. */
-  'run-phase': { jobId: number; runId: number; phase: 'indexing' | 'retention' | 'prune' | 'verify' };
+  /** A phase after the backup itself: indexing, retention, prune, verify, restore test. */
+  'run-phase': {
+    jobId: number;
+    runId: number;
+    phase: 'indexing' | 'retention' | 'prune' | 'verify' | 'restore-test';
+  };
+  /** A restore test ended (after a backup: runId set; on demand: null), whatever its verdict. */
+  'restore-test': { jobId: number; runId: number | null; test: RestoreTestRecord };
   'run-finished': {
     jobId: number;
     runId: number;

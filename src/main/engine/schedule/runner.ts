@@ -28,9 +28,9 @@ import type {
 import type { Catalog } from '../catalog/catalog.js';
 import type { Job, RepositoryRecord, RunProblem, RunRecord, RunSample } from '../catalog/types.js';
 import { syncRepository, type SnapshotSource } from '../catalog/sync.js';
-import { AbortedError, errorToWire, throwIfAborted } from '../errors.js';
+import { AbortedError, NotFoundError, errorToWire, throwIfAborted } from '../errors.js';
 import { createRunEvents, type RunEventEmitter } from './events.js';
-import { policyIsEmpty } from './retention.js';
+import { policyIsEmpty } from '../repo/retentionPolicy.js';
 import type { RunRequest, Clock } from './scheduler.js';
 import { systemClock } from './scheduler.js';
 import os from 'node:os';
@@ -39,6 +39,18 @@ import { clockSkewWarning } from '../repo/lock.js';
 import type { MaintenanceDecision } from '../repo/maintenance.js';
 import { SourceSnapshots, type SnapshotProvider } from '../snapshot/index.js';
 import { HookFailedError, runHook, DEFAULT_HOOK_TIMEOUT_SEC } from './hooks.js';
+import type { RestoreTestOptions, RestoreTestResult } from '../restoretest/index.js';
+import { allBlockFilesDue, restoreTestPlan, runRestoreTest } from './restoreTests.js';
+import type { RestoreTestRecord } from '../catalog/types.js';
+import type { MassChangeVerdict } from '../repo/types.js';
+
+/** An append-only repository refused to delete (without its maintenance password, which is never stored). */
+const appendOnly = (err: unknown) => (err as { code?: string })?.code === 'APPEND_ONLY';
+
+/** The run problem a suspect backup adds (the run ends with warnings; the app shows the alarm). */
+function alarmProblem(v: MassChangeVerdict): string {
+  return `mass-change alarm: ${v.reasons.join('; ')}. The snapshot is kept, and older ones are held until the alarm is dismissed`;
+}
 
 /** An open repository as the runner needs it. */
 export interface EngineRepo extends SnapshotSource {
@@ -70,6 +82,8 @@ export interface JobEngine<R extends EngineRepo = EngineRepo> {
   maintenance?(repo: R, opts: { host: string; intervalMs: number }): Promise<MaintenanceDecision>;
   /** Records a finished prune in the maintenance record; false when another host took over. */
   recordPrune?(repo: R, opts: { host: string; intervalMs: number }): Promise<boolean>;
+  /** Restores a sample of a snapshot into a temporary folder and compares it (restoretest/). */
+  restoreTest?(repo: R, opts: RestoreTestOptions): Promise<RestoreTestResult>;
 }
 
 export interface JobRunnerOptions<R extends EngineRepo> {
@@ -152,6 +166,39 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       return await this.engine.forget(repo, job.retention, { dryRun: true, job: job.key });
     } finally {
       await repo.close();
+    }
+  }
+
+  /**
+   * A restore test of the job's newest snapshot now, recorded in the catalog (trigger 'manual'). Every
+   * block file is restored too with `allBlockFiles`, or when the monthly test of them is due.
+   */
+  async testRestore(
+    job: Job,
+    opts: { allBlockFiles?: boolean; signal?: AbortSignal } = {},
+  ): Promise<RestoreTestRecord> {
+    if (!this.engine.restoreTest) throw new Error('this engine cannot test restores');
+    const repo = await this.engine.openRepo(job, this.catalog.getRepository(job.repositoryId));
+    try {
+      const snaps = (await repo.listSnapshots()).filter((s) => s.job === job.key);
+      const latest = snaps.sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0)).at(-1);
+      if (!latest) throw new NotFoundError(`a snapshot of "${job.name}" (run a backup first)`);
+      const test = await runRestoreTest({
+        catalog: this.catalog,
+        job,
+        repo,
+        test: (r, o) => this.engine.restoreTest!(r, o),
+        snapshotId: latest.id,
+        runId: null,
+        trigger: 'manual',
+        allBlockFiles: opts.allBlockFiles ?? allBlockFilesDue(this.catalog, job, this.clock.now()),
+        now: () => this.clock.now(),
+        signal: opts.signal,
+      });
+      this.events.emit('restore-test', { jobId: job.id, runId: null, test });
+      return test;
+    } finally {
+      await repo.close().catch(() => {});
     }
   }
 
@@ -242,6 +289,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
             : {}),
         })
       : undefined;
+    let restoreTestFailed: RestoreTestRecord | undefined;
     try {
       const repository = catalog.getRepository(job.repositoryId);
       log(`${full ? 'full' : 'incremental'} backup of ${job.sources.join(', ')} to ${repository.location}`);
@@ -316,6 +364,8 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       for (const s of result.skipped) {
         problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
       }
+      if (result.massChange?.suspect)
+        problems.push({ severity: 'warning', message: alarmProblem(result.massChange), code: 'MASS_CHANGE' });
       catalog.updateRun(runId, { snapshotId: result.snapshotId });
       log(`snapshot ${result.snapshotId.slice(0, 12)} saved (${result.skipped.length} entries skipped)`);
 
@@ -325,10 +375,19 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         try {
           const d = await this.engine.forget(repo, job.retention, { dryRun: false, job: job.key, signal });
           retentionSummary = { kept: d.keep.length, removed: d.remove.map((s) => s.id) };
-          log(`retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)`);
+          const held = d.keep.filter((k) =>
+            k.reasons.some((r) => r.startsWith('held by the mass-change')),
+          ).length;
+          log(
+            `retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)${held ? ` (${held} held by a mass-change alarm)` : ''}`,
+          );
         } catch (err) {
           if (signal.aborted) throw err;
-          problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
+          if (appendOnly(err))
+            log(
+              'retention: not applied: the repository is append-only (prune it with its maintenance password)',
+            );
+          else problems.push({ severity: 'warning', message: `retention failed: ${(err as Error).message}` });
         }
       }
       this.events.emit('run-phase', { jobId: job.id, runId, phase: 'indexing' });
@@ -384,7 +443,9 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           );
         } catch (err) {
           if (signal.aborted) throw err;
-          problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
+          if (appendOnly(err))
+            log('prune: not run: the repository is append-only (prune it with its maintenance password)');
+          else problems.push({ severity: 'warning', message: `prune failed: ${(err as Error).message}` });
         }
       }
       if (job.options.verifyAfterBackup && this.engine.check) {
@@ -401,9 +462,36 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         verifyFailed = !report.ok;
         log(report.ok ? 'verify: ok' : `verify: ${report.problems.length} problem(s)`);
       }
+      const plan = this.engine.restoreTest ? restoreTestPlan(catalog, job, this.clock.now()) : undefined;
+      if (plan?.due && !verifyFailed) {
+        this.events.emit('run-phase', { jobId: job.id, runId, phase: 'restore-test' });
+        const test = await runRestoreTest({
+          catalog,
+          job,
+          repo,
+          test: (r, o) => this.engine.restoreTest!(r, o),
+          snapshotId: result.snapshotId,
+          runId,
+          trigger: 'schedule',
+          allBlockFiles: plan.allBlockFiles,
+          now: () => this.clock.now(),
+          signal,
+          log,
+        });
+        this.events.emit('restore-test', { jobId: job.id, runId, test });
+        for (const f of test.failures)
+          problems.push({ severity: 'error', path: f.path, message: f.message, code: 'RESTORE_TEST' });
+        if (test.status === 'error')
+          problems.push({
+            severity: 'warning',
+            message: `the restore test could not be made: ${test.error?.message}`,
+            code: 'RESTORE_TEST',
+          });
+        if (test.status === 'failed') restoreTestFailed = test;
+      }
 
       await post(
-        verifyFailed
+        verifyFailed || restoreTestFailed
           ? 'failed'
           : result.status === 'completed' && !problems.length
             ? 'completed'
@@ -415,12 +503,18 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
       const warnings = problems.filter((p) => p.severity === 'warning').length;
       catalog.addRunProblems(runId, problems);
       flush();
-      if (verifyFailed) {
-        const error = {
-          name: 'VerifyError',
-          code: 'VERIFY_FAILED',
-          message: `the new backup did not verify (${verify?.problems} problem(s)): run "tidemark check" and see the run's errors`,
-        };
+      if (verifyFailed || restoreTestFailed) {
+        const error = verifyFailed
+          ? {
+              name: 'VerifyError',
+              code: 'VERIFY_FAILED',
+              message: `the new backup did not verify (${verify?.problems} problem(s)): run "tidemark check" and see the run's errors`,
+            }
+          : {
+              name: 'RestoreTestError',
+              code: 'RESTORE_TEST_FAILED',
+              message: `the restore test failed: ${restoreTestFailed!.failures.length} problem(s) in ${restoreTestFailed!.files} file(s) tested (${restoreTestFailed!.failures[0]?.path}): run "tidemark check --read-data", then "tidemark repair"`,
+            };
         catalog.updateRun(runId, {
           status: 'failed',
           endedAt: end,

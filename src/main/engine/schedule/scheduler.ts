@@ -17,6 +17,7 @@
 import type { Job, RunRecord, RunTrigger } from '../catalog/types.js';
 import { fireTimesBetween, nextFireTime } from './schedules.js';
 import { createRunEvents, type RunEventEmitter } from './events.js';
+import { PauseGate } from '../pauseGate.js';
 
 export interface Clock {
   now(): number;
@@ -64,19 +65,8 @@ export interface RunRequest {
   pauseGate?: PauseGate;
 }
 
-/** A gate a running backup waits at while it is closed. */
-export class PauseGate {
-  paused = false;
-  private waiters: (() => void)[] = [];
-  wait(): Promise<void> {
-    if (!this.paused) return Promise.resolve();
-    return new Promise((r) => this.waiters.push(r));
-  }
-  set(paused: boolean): void {
-    this.paused = paused;
-    if (!paused) for (const w of this.waiters.splice(0)) w();
-  }
-}
+/** A gate a running backup waits at while it is closed (the engine's one gate, ../pauseGate.ts). */
+export { PauseGate };
 
 /** What the scheduler needs to execute a run (JobRunner implements it). */
 export interface RunExecutor {

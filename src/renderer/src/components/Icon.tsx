@@ -24,6 +24,7 @@ const paths: Record<string, string> = {
   sun: 'M12 17a5 5 0 1 0 0-10 5 5 0 0 0 0 10zM12 1v2m0 18v2M4.2 4.2l1.4 1.4m12.8 12.8 1.4 1.4M1 12h2m18 0h2M4.2 19.8l1.4-1.4M18.4 5.6l1.4-1.4',
   moon: 'M21 12.8A9 9 0 1 1 11.2 3a7 7 0 0 0 9.8 9.8z',
   versions: 'M12 8v4l3 3M3 12a9 9 0 1 0 9-9M3 4v4h4',
+  alert: 'M12 3 2 20h20zM12 10v4m0 3h.01',
 };
 
 export function Icon({

@@ -5,9 +5,11 @@ import { useRuns } from '../stores/runs';
 import { useApp } from '../stores/app';
 import { Badge, Empty, ProgressBar } from '../components/ui';
 import { Icon } from '../components/Icon';
+import { AlarmBanner } from '../components/AlarmBanner';
 import { bytes, duration, when } from '../format';
 import type { JobSummary } from '../api';
 import { describeDestination } from '../../../shared/destination';
+import { RepairButton, RestoreTestLine, TestRestoreButton, looksDamaged } from '../components/JobProtection';
 
 function scheduleText(j: JobSummary): string {
   const s = j.schedule;
@@ -45,6 +47,10 @@ function JobCard({ job }: { job: JobSummary }) {
           <p className="muted small path-line" title={describeDestination(job.destination)}>
             <Icon name="drive" size={14} /> {job.destination.kind === 's3' ? 'S3 ' : ''}
             {describeDestination(job.destination)}
+            {job.destination.kind === 'local' && job.destination.appendOnly ? ' · append-only' : ''}
+            {job.destination.kind === 's3' && job.destination.objectLock
+              ? ` · object lock (${job.destination.objectLock})`
+              : ''}
           </p>
         </div>
         {live ? (
@@ -90,6 +96,7 @@ function JobCard({ job }: { job: JobSummary }) {
             : `Check ${when(job.lastCheck.checkedAt)}: ${job.lastCheck.problems.length} problem(s) — ${job.lastCheck.problems[0]?.message ?? ''}`}
         </p>
       ) : null}
+      <RestoreTestLine job={job} />
       {last?.status === 'failed' && last.error ? (
         <p className="error-text small" role="status">
           {last.error.message}
@@ -147,6 +154,8 @@ function JobCard({ job }: { job: JobSummary }) {
           >
             {checking ? 'Checking…' : 'Check'}
           </button>
+          <TestRestoreButton job={job} />
+          <RepairButton job={job} damaged={looksDamaged(job)} />
         </span>
       </footer>
     </article>
@@ -177,6 +186,7 @@ export function Dashboard() {
           <Icon name="plus" size={16} /> New backup job
         </button>
       </header>
+      <AlarmBanner jobs={jobs} />
       <div className="stats">
         <div className="stat card">
           <span className="stat-label">Jobs</span>

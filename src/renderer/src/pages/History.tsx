@@ -8,6 +8,7 @@ import { Badge, Empty } from '../components/ui';
 import { ThroughputCharts } from '../components/Charts';
 import { bytes, dateTime, duration } from '../format';
 import { SnapshotCard } from '../components/SnapshotFields';
+import { RestoreTestHistory } from '../components/RestoreTestHistory';
 
 export function HistoryPage({ runId }: { runId?: string }) {
   const { history, details, loadHistory, loadDetail } = useRuns();
@@ -24,7 +25,7 @@ export function HistoryPage({ runId }: { runId?: string }) {
       <header className="page-head">
         <div>
           <h1 id="page-title">History</h1>
-          <p className="muted">Every backup run, with its warnings and log.</p>
+          <p className="muted">Every backup run, with its warnings and log, and every restore test.</p>
         </div>
       </header>
       {history.length === 0 ? (
@@ -106,6 +107,7 @@ export function HistoryPage({ runId }: { runId?: string }) {
           ) : null}
         </div>
       )}
+      <RestoreTestHistory />
     </section>
   );
 }

@@ -28,9 +28,24 @@ import {
 } from '../components/SnapshotFields';
 import { Icon } from '../components/Icon';
 import { DestinationTestPanel, S3Fields, emptyS3, type S3Form } from '../components/DestinationFields';
+import {
+  DestinationProtection,
+  MaintenancePasswordFields,
+  lockDays,
+  type LockChoice,
+} from '../components/ProtectionFields';
+import { SpeedTestPanel } from '../components/SpeedTest';
 import type { Destination, DestinationTestResult } from '../api';
 import { describeDestination } from '../../../shared/destination';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
+import {
+  DEFAULT_RESTORE_TEST,
+  RestoreTestFields,
+  describeRestoreTest,
+  restoreTestForm,
+  restoreTestOption,
+  type RestoreTestForm,
+} from '../components/RestoreTestFields';
 
 const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
 type Step = (typeof steps)[number];
@@ -67,6 +82,13 @@ interface Form {
   blockFiles: boolean;
   /** Filesystem snapshot and pre/post-commands (components/SnapshotFields). */
   hooks: SnapshotForm;
+  /** Restore tests after backups: every N days, N files (RestoreTestFields). */
+  restoreTest: RestoreTestForm;
+  /** Protection of the repository (chosen when it is created): append-only folder, S3 object lock. */
+  appendOnly: boolean;
+  objectLock: LockChoice;
+  maintenancePassword: string;
+  maintenanceConfirm: string;
 }
 
 const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
@@ -81,8 +103,10 @@ function sameOrigin(a: string, b: string): boolean {
 
 /** The destination the form describes, as the API takes it. */
 function destinationOf(f: Form): Destination {
-  if (f.destKind === 'local') return { kind: 'local', path: f.destination };
+  if (f.destKind === 'local')
+    return { kind: 'local', path: f.destination, ...(f.appendOnly ? { appendOnly: true } : {}) };
   return {
+    ...(f.objectLock ? { objectLock: f.objectLock } : {}),
     kind: 's3',
     endpoint: f.s3.endpoint.trim(),
     bucket: f.s3.bucket.trim(),
@@ -182,6 +206,11 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     workers: undefined,
     blockFiles: true,
     hooks: defaultSnapshotForm,
+    restoreTest: DEFAULT_RESTORE_TEST,
+    appendOnly: false,
+    objectLock: '',
+    maintenancePassword: '',
+    maintenanceConfirm: '',
   });
   const set = (patch: Partial<Form>) => {
     setForm((f) => ({ ...f, ...patch }));
@@ -216,6 +245,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           sources: j.sources,
           excludePresets: j.excludePresets,
           excludesText: j.excludes.join('\n'),
+          appendOnly: j.destination.kind === 'local' && !!j.destination.appendOnly,
+          objectLock: (j.destination.kind === 's3' && j.destination.objectLock) || '',
           ...(j.destination.kind === 'local'
             ? { destKind: 'local' as const, destination: j.destination.path }
             : {
@@ -237,6 +268,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           workers: j.options.workers,
           blockFiles: j.options.blockFiles !== false,
           hooks: snapshotFormOf(j.options),
+          restoreTest: restoreTestForm(j.options.restoreTest),
         }));
       })
       .catch((err) => toast('error', errorMessage(err)));
@@ -260,9 +292,13 @@ export function JobWizard({ jobId }: { jobId?: string }) {
         workers: form.workers,
         blockFiles: form.blockFiles,
         ...snapshotOptionsOf(form.hooks),
+        restoreTest: restoreTestOption(form.restoreTest),
       },
       password: editing ? 'unchanged-password' : form.password,
       secretAccessKey: form.destKind === 's3' && form.s3Secret ? form.s3Secret : undefined,
+      ...(!editing && form.destKind === 'local' && form.appendOnly
+        ? { maintenancePassword: form.maintenancePassword }
+        : {}),
     }),
     [form, editing],
   );
@@ -307,6 +343,13 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     if (!r.success) for (const i of r.error.issues) out[i.path.join('.')] ??= i.message;
     if (!editing && form.password && form.confirm !== form.password)
       out.confirm = 'the passwords do not match';
+    if (!editing && form.destKind === 'local' && form.appendOnly) {
+      if (!form.maintenancePassword) out.maintenancePassword ??= 'enter a maintenance password';
+      else if (form.maintenancePassword === form.password)
+        out.maintenancePassword = 'use a password other than the repository password';
+      else if (form.maintenanceConfirm !== form.maintenancePassword)
+        out.maintenanceConfirm = 'the passwords do not match';
+    }
     if (form.destKind === 's3') {
       if (!form.s3Secret && !secretKept) out.secretAccessKey = 'enter the secret access key';
       const passed = test?.key === destKey && test.result.ok;
@@ -323,6 +366,9 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     form.password,
     form.confirm,
     form.destKind,
+    form.appendOnly,
+    form.maintenancePassword,
+    form.maintenanceConfirm,
     form.s3Secret,
     form.saveAnyway,
     secretKept,
@@ -544,12 +590,30 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 error={(k) => shown(k, 'Destination')}
               />
             )}
+            <DestinationProtection
+              kind={form.destKind}
+              appendOnly={form.appendOnly}
+              objectLock={form.objectLock}
+              retention={form.retention}
+              editing={editing}
+              onChange={set}
+              error={shown(
+                form.destKind === 'local' ? 'destination.appendOnly' : 'destination.objectLock',
+                'Destination',
+              )}
+            />
             <DestinationTestPanel
               result={test?.result ?? null}
               testing={testing}
               stale={!!test && test.key !== destKey}
               onTest={() => void runTest()}
               error={testError}
+            />
+            <SpeedTestPanel
+              destination={input.destination}
+              secretAccessKey={input.secretAccessKey}
+              jobId={editing ? jobId : undefined}
+              sources={form.sources}
             />
             {form.destKind === 's3' ? (
               <>
@@ -729,6 +793,14 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                     onChange={(e) => set({ confirm: e.target.value })}
                   />
                 </Field>
+                {form.destKind === 'local' && form.appendOnly ? (
+                  <MaintenancePasswordFields
+                    value={form.maintenancePassword}
+                    confirm={form.maintenanceConfirm}
+                    onChange={set}
+                    error={(k) => shown(k, 'Security')}
+                  />
+                ) : null}
               </>
             )}
             <NumberField
@@ -758,6 +830,14 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               </span>
             </label>
             <SnapshotFields value={form.hooks} onChange={(hooks) => set({ hooks })} />
+            <RestoreTestFields
+              value={form.restoreTest}
+              onChange={(restoreTest) => set({ restoreTest })}
+              errors={{
+                everyDays: shown('options.restoreTest.everyDays', 'Security'),
+                files: shown('options.restoreTest.files', 'Security'),
+              }}
+            />
           </div>
         )}
 
@@ -778,6 +858,16 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               {input.destination.kind === 's3'
                 ? `S3 ${describeDestination(input.destination)}`
                 : form.destination}
+            </dd>
+            <dt>Protection</dt>
+            <dd>
+              {form.destKind === 'local'
+                ? form.appendOnly
+                  ? 'Append-only (pruning needs the maintenance password)'
+                  : 'None'
+                : form.objectLock
+                  ? `Object lock (${form.objectLock}), ${lockDays(form.retention)} days`
+                  : 'None'}
             </dd>
             <dt>Schedule</dt>
             <dd>
@@ -806,6 +896,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
               {form.hooks.preCommand.trim() ? ` · before: ${form.hooks.preCommand.trim()}` : ''}
               {form.hooks.postCommand.trim() ? ` · after: ${form.hooks.postCommand.trim()}` : ''}
             </dd>
+            <dt>Restore tests</dt>
+            <dd>{describeRestoreTest(form.restoreTest)}</dd>
           </dl>
         )}
 

@@ -369,6 +369,15 @@ export function RestorePage({ jobId }: { jobId?: string }) {
                   <span className="snap-meta muted small">
                     {s.files.toLocaleString()} files · {bytes(s.totalBytes)} · +{bytes(s.newBytes)}
                   </span>
+                  {s.suspect ? (
+                    <span
+                      className="snap-host badge tone-bad"
+                      style={{ justifySelf: 'start' }}
+                      title="This backup's changes looked like files being encrypted: restore from one before it"
+                    >
+                      mass-change alarm
+                    </span>
+                  ) : null}
                   {fromElsewhere(s.host) ? (
                     <span
                       className="snap-host badge tone-neutral"

@@ -77,3 +77,12 @@ const reload = () => {
 };
 api.on('jobs.changed', reload);
 api.on('run.finished', reload);
+// a mass-change alarm: the dashboard's banner shows it; a toast (and the browser's notification, where the
+// user allowed them) says so wherever the user is in the app
+api.on('alarm.raised', (a) => {
+  reload();
+  const text = `Possible ransomware: the backup of "${a.jobName}" changed ${a.suspicious} files the way encryption does`;
+  useApp.getState().toast('error', text);
+  if (typeof Notification !== 'undefined' && Notification.permission === 'granted')
+    new Notification('Tidemark: possible ransomware', { body: text });
+});

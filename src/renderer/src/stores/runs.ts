@@ -87,6 +87,8 @@ api.on('run.finished', (run) => {
   });
   void useRuns.getState().loadDetail(run.id);
   const app = useApp.getState();
+  // a failed restore test is announced by its own event (stores/protection.ts)
+  if (run.status === 'failed' && run.error?.code === 'RESTORE_TEST_FAILED') return;
   if (run.status === 'failed')
     app.toast('error', `${run.jobName}: backup failed — ${run.error?.message ?? 'unknown error'}`);
   else if (run.status === 'missed') app.toast('error', `${run.jobName}: a scheduled backup was missed`);

@@ -4,6 +4,7 @@
  * Rules are plain data plus an optional predicate so tests read as declarations.
  */
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import { ForwardingBackend } from '../forwarding.js';
 
 export type Operation = 'save' | 'load' | 'stat' | 'remove' | 'list';
 
@@ -24,20 +25,18 @@ function matches<T>(sel: T | T[] | undefined, v: T): boolean {
   return Array.isArray(sel) ? sel.includes(v) : sel === v;
 }
 
-export class FaultyBackend implements Backend {
-  readonly location: string;
-  readonly writeConcurrency?: number;
+/** Its reads may fail or come back short, so `localFile` (reads past it) is not offered; nor `saveParts`. */
+export class FaultyBackend extends ForwardingBackend {
   private readonly counts = new Map<FaultRule, number>();
   private readonly applied = new Map<FaultRule, number>();
   /** Number of calls per operation, for assertions. */
   readonly calls: Record<Operation, number> = { save: 0, load: 0, stat: 0, remove: 0, list: 0 };
 
   constructor(
-    readonly inner: Backend,
+    inner: Backend,
     public rules: FaultRule[] = [],
   ) {
-    this.location = inner.location;
-    this.writeConcurrency = inner.writeConcurrency;
+    super(inner);
   }
 
   private async check(
@@ -66,45 +65,37 @@ export class FaultyBackend implements Backend {
     return undefined;
   }
 
-  async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+  override async save(
+    type: ObjectType,
+    name: string,
+    data: Uint8Array,
+    options?: SaveOptions,
+  ): Promise<void> {
     const effect = await this.check('save', type, name);
     await this.inner.save(type, name, data, options);
     if (effect && 'dropAfterSave' in effect)
       throw Object.assign(new Error('connection reset after save'), { code: 'ECONNRESET' });
   }
 
-  async load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
+  override async load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
     const effect = await this.check('load', type, name);
     const buf = await this.inner.load(type, name, offset, length);
     if (effect && 'truncate' in effect) return buf.subarray(0, Math.max(0, buf.length - effect.truncate));
     return buf;
   }
 
-  async stat(type: ObjectType, name: string): Promise<ObjectInfo> {
+  override async stat(type: ObjectType, name: string): Promise<ObjectInfo> {
     await this.check('stat', type, name);
     return this.inner.stat(type, name);
   }
 
-  async remove(type: ObjectType, name: string): Promise<void> {
+  override async remove(type: ObjectType, name: string): Promise<void> {
     await this.check('remove', type, name);
     return this.inner.remove(type, name);
   }
 
-  async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
+  override async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
     await this.check('list', type, '');
     yield* this.inner.list(type);
-  }
-
-  exists(): Promise<boolean> {
-    return this.inner.exists();
-  }
-  init(): Promise<void> {
-    return this.inner.init();
-  }
-  storeNow(): Promise<number> {
-    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }

@@ -52,12 +52,15 @@ async function writeAll(fh: fs.FileHandle, parts: readonly Uint8Array[]): Promis
   }
 }
 
+/** Packs a backup writes into a folder at once (see LocalBackend.writeConcurrency). */
+export const FOLDER_PACK_WRITES = 1;
+
 export class LocalBackend implements Backend {
   readonly location: string;
   /** One pack written at a time: a disk gains nothing from more, and each pack waiting to be written
    *  holds its buffer (repo/pack.ts: ~17 MB; a full backup of the bench dataset peaked at 260-291 MB RSS
    *  against 267-296 with two, four runs each, as fast). */
-  readonly writeConcurrency = 1;
+  readonly writeConcurrency = FOLDER_PACK_WRITES;
   private readonly root: string;
   private readonly madeDirs = new Set<string>();
   /** Whether packs are written past the page cache (./direct.ts): asked of the repository's filesystem at

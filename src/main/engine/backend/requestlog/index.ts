@@ -6,6 +6,7 @@
  * and the last requests capped, so a run row stays small).
  */
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import { ForwardingBackend } from '../forwarding.js';
 import { errorToWire } from '../../errors.js';
 
 export type LoggedOperation = 'save' | 'load' | 'stat' | 'remove' | 'list' | 'exists' | 'init';
@@ -31,9 +32,8 @@ export interface RequestTotals {
   byOp: Record<LoggedOperation, number>;
 }
 
-export class RequestLogBackend implements Backend {
-  readonly location: string;
-  readonly writeConcurrency?: number;
+/** Every request is logged, so `localFile` (reads past the log) is not offered; `saveParts` is, logged. */
+export class RequestLogBackend extends ForwardingBackend {
   readonly totals: RequestTotals = {
     requests: 0,
     failed: 0,
@@ -44,24 +44,17 @@ export class RequestLogBackend implements Backend {
 
   /** Present when the store can write an object from consecutive parts (a pack as its blobs, without
    *  joining them first): forwarded so the log does not cost that, and logged as one save. */
-  readonly saveParts?: (
-    type: ObjectType,
-    name: string,
-    parts: readonly Uint8Array[],
-    options?: SaveOptions,
-  ) => Promise<void>;
+  declare readonly saveParts?: Backend['saveParts'];
 
   constructor(
-    readonly inner: Backend,
+    inner: Backend,
     private readonly sink: (record: RequestRecord) => void = () => {},
     private readonly now: () => number = Date.now,
   ) {
-    this.location = inner.location;
-    this.writeConcurrency = inner.writeConcurrency;
-    const withParts = inner as { saveParts?: RequestLogBackend['saveParts'] };
-    if (withParts.saveParts) {
-      const saveParts = withParts.saveParts.bind(inner);
-      this.saveParts = (type, name, parts, options) =>
+    super(inner);
+    if (inner.saveParts) {
+      const saveParts = inner.saveParts.bind(inner);
+      (this as { saveParts?: Backend['saveParts'] }).saveParts = (type, name, parts, options) =>
         this.logged(
           'save',
           type,
@@ -103,7 +96,7 @@ export class RequestLogBackend implements Backend {
     }
   }
 
-  save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+  override save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
     return this.logged(
       'save',
       type,
@@ -112,7 +105,7 @@ export class RequestLogBackend implements Backend {
       () => this.inner.save(type, name, data, options),
     );
   }
-  load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
+  override load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
     return this.logged(
       'load',
       type,
@@ -121,7 +114,7 @@ export class RequestLogBackend implements Backend {
       () => this.inner.load(type, name, offset, length),
     );
   }
-  stat(type: ObjectType, name: string): Promise<ObjectInfo> {
+  override stat(type: ObjectType, name: string): Promise<ObjectInfo> {
     return this.logged(
       'stat',
       type,
@@ -130,7 +123,7 @@ export class RequestLogBackend implements Backend {
       () => this.inner.stat(type, name),
     );
   }
-  remove(type: ObjectType, name: string): Promise<void> {
+  override remove(type: ObjectType, name: string): Promise<void> {
     return this.logged(
       'remove',
       type,
@@ -139,7 +132,7 @@ export class RequestLogBackend implements Backend {
       () => this.inner.remove(type, name),
     );
   }
-  async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
+  override async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
     const at = this.now();
     let count = 0;
     try {
@@ -161,7 +154,7 @@ export class RequestLogBackend implements Backend {
       throw err;
     }
   }
-  exists(): Promise<boolean> {
+  override exists(): Promise<boolean> {
     return this.logged(
       'exists',
       undefined,
@@ -170,7 +163,7 @@ export class RequestLogBackend implements Backend {
       () => this.inner.exists(),
     );
   }
-  init(): Promise<void> {
+  override init(): Promise<void> {
     return this.logged(
       'init',
       undefined,
@@ -178,12 +171,6 @@ export class RequestLogBackend implements Backend {
       () => 0,
       () => this.inner.init(),
     );
-  }
-  storeNow(): Promise<number> {
-    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }
 

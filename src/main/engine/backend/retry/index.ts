@@ -20,6 +20,7 @@
  * What it does not do: change what a backend returns, or retry forever (`maxAttempts`, default 8).
  */
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import { ForwardingBackend } from '../forwarding.js';
 import { AbortedError, ObjectExistsError, TidemarkError } from '../../errors.js';
 import { TransientStoreError, TruncatedReadError } from '../s3/errors.js';
 
@@ -105,9 +106,8 @@ function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-export class RetryBackend implements Backend {
-  readonly location: string;
-  readonly writeConcurrency?: number;
+/** Its saves and loads are retried, so neither `saveParts` nor `localFile` is offered. */
+export class RetryBackend extends ForwardingBackend {
   private readonly maxAttempts: number;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
@@ -117,11 +117,10 @@ export class RetryBackend implements Backend {
   retries = 0;
 
   constructor(
-    readonly inner: Backend,
+    inner: Backend,
     private readonly opts: RetryOptions = {},
   ) {
-    this.location = inner.location;
-    this.writeConcurrency = inner.writeConcurrency;
+    super(inner);
     this.maxAttempts = Math.max(1, opts.maxAttempts ?? 8);
     this.baseDelayMs = opts.baseDelayMs ?? 200;
     this.maxDelayMs = opts.maxDelayMs ?? 20_000;
@@ -178,7 +177,12 @@ export class RetryBackend implements Backend {
     }
   }
 
-  async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+  override async save(
+    type: ObjectType,
+    name: string,
+    data: Uint8Array,
+    options?: SaveOptions,
+  ): Promise<void> {
     await this.attempt('save', type, name, async (attempt) => {
       try {
         await this.inner.save(type, name, data, options);
@@ -200,7 +204,7 @@ export class RetryBackend implements Backend {
     });
   }
 
-  async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
+  override async load(type: ObjectType, name: string, offset = 0, length?: number): Promise<Buffer> {
     return this.attempt('load', type, name, async () => {
       if (length === undefined && this.opts.verifyWholeLoads) {
         const { size } = await this.inner.stat(type, name);
@@ -224,15 +228,15 @@ export class RetryBackend implements Backend {
     });
   }
 
-  stat(type: ObjectType, name: string): Promise<ObjectInfo> {
+  override stat(type: ObjectType, name: string): Promise<ObjectInfo> {
     return this.attempt('stat', type, name, () => this.inner.stat(type, name));
   }
 
-  remove(type: ObjectType, name: string): Promise<void> {
+  override remove(type: ObjectType, name: string): Promise<void> {
     return this.attempt('remove', type, name, () => this.inner.remove(type, name));
   }
 
-  async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
+  override async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
     const seen = new Set<string>();
     for (let attempt = 1; ; attempt++) {
       try {
@@ -252,18 +256,11 @@ export class RetryBackend implements Backend {
     }
   }
 
-  exists(): Promise<boolean> {
+  override exists(): Promise<boolean> {
     return this.attempt('exists', undefined, undefined, () => this.inner.exists());
   }
 
-  init(): Promise<void> {
+  override init(): Promise<void> {
     return this.attempt('init', undefined, undefined, () => this.inner.init());
-  }
-
-  storeNow(): Promise<number> {
-    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }

@@ -20,7 +20,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { errorToWire, NotFoundError } from '../../errors.js';
 import { S3Backend, type S3Options } from './index.js';
-import type { Diagnosis, DiagnosisCheck } from '../diagnose.js';
+import type { Diagnosis, DiagnosisCheck } from '../diagnosis.js';
 
 /** Clock offsets above this are flagged (S3 refuses signatures 15 minutes off). */
 export const CLOCK_WARN_MS = 5 * 60_000;

@@ -43,6 +43,18 @@ import {
   CreateBucketCommand,
   type PutObjectCommandInput,
 } from '@aws-sdk/client-s3';
+import {
+  LOCKED_TYPES,
+  extendLocks,
+  lockHeaders,
+  purgeExpiredVersions,
+  recoverAsOf,
+  setRetention,
+  verifyBucketLock,
+  type ObjectLockSettings,
+  type PurgeResult,
+  type RecoverResult,
+} from './objectLock.js';
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
 import { NotFoundError, ObjectExistsError, TidemarkError, UsageError } from '../../errors.js';
 import { Limiter } from './limiter.js';
@@ -68,6 +80,7 @@ import {
 
 export * from './errors.js';
 export * from './location.js';
+export { S3ObjectLockError, type ObjectLockSettings, type LockMode } from './objectLock.js';
 
 export interface S3Credentials {
   accessKeyId: string;
@@ -101,6 +114,9 @@ export interface S3Options extends S3Location, S3Credentials {
   systemClockOffsetMs?: number;
   /** Send Content-MD5 with every upload so the store verifies the bytes (default true). */
   contentMd5?: boolean;
+  /** With S3 object lock (a repository that asks for it, repo/immutability.ts): lock objects for at
+   *  least this many days — a job's retention, when longer than the repository's own period. */
+  objectLockMinDays?: number;
 }
 
 type Verb = 'list' | 'read' | 'write' | 'delete' | 'check';
@@ -174,6 +190,9 @@ export class S3Backend implements Backend {
   private ifMatchStyle: 'quoted' | 'bare' = 'quoted';
   /** Offset of the server's clock from ours in ms (server − local), from the last response's Date header. */
   lastServerDateOffsetMs: number | undefined;
+  /** S3 object lock (./objectLock.ts): set by the repository whose config asks for it. */
+  private lock: ObjectLockSettings | undefined;
+  private readonly lockMinDays: number;
 
   constructor(opts: S3Options) {
     // The SDK's notice about its own future Node requirement is for developers, not for people
@@ -209,6 +228,7 @@ export class S3Backend implements Backend {
     this.listApi = opts.listApi ?? 2;
     this.contentMd5 = opts.contentMd5 ?? true;
     this.createBucket = opts.createBucket ?? true;
+    this.lockMinDays = opts.objectLockMinDays ?? 0;
     if (opts.conditionalWrites === 'on') this.conditional = Promise.resolve(true);
     if (opts.conditionalWrites === 'off') this.conditional = Promise.resolve(false);
 
@@ -272,7 +292,7 @@ export class S3Backend implements Backend {
   }
 
   /** Runs one request (including reading its body) inside a concurrency slot, translating errors. */
-  private request<T>(verb: Verb, what: string, fn: () => Promise<T>): Promise<T> {
+  request<T>(verb: Verb, what: string, fn: () => Promise<T>): Promise<T> {
     return this.limiter.run(async () => {
       const offsetBefore = this.signingOffset();
       try {
@@ -387,11 +407,54 @@ export class S3Backend implements Backend {
         throw new ObjectExistsError(what);
       }
     }
-    if (data.length >= this.multipartThreshold) await this.multipart(key, what, data, ifNoneMatch);
-    else await this.put(key, what, data, ifNoneMatch);
+    const lock = await this.lockFor(type);
+    if (data.length >= this.multipartThreshold) await this.multipart(key, what, data, ifNoneMatch, lock);
+    else await this.put(key, what, data, ifNoneMatch, lock);
   }
 
-  private async put(key: string, what: string, data: Uint8Array, ifNoneMatch: boolean): Promise<void> {
+  // ---- S3 object lock (./objectLock.ts) -----------------------------------------------------
+
+  /** Locks the repository's history from now on: `settings.days`, or the job's longer period. */
+  enableObjectLock(settings: ObjectLockSettings): void {
+    this.lock = { mode: settings.mode, days: Math.max(settings.days, this.lockMinDays) };
+  }
+
+  get objectLock(): ObjectLockSettings | undefined {
+    return this.lock;
+  }
+
+  /** Throws S3ObjectLockError unless the bucket has object lock turned on. */
+  verifyObjectLock(): Promise<void> {
+    return verifyBucketLock(this);
+  }
+
+  /** Moves every current object's retention forward to now + the lock period; returns how many. */
+  extendObjectLocks(): Promise<number> {
+    return this.lock ? extendLocks(this, this.lock) : Promise.resolve(0);
+  }
+
+  /** Deletes old versions whose retention ran out; counts those still locked. */
+  purgeExpiredVersions(): Promise<PurgeResult> {
+    return purgeExpiredVersions(this);
+  }
+
+  /** Makes every object what it was at `asOf` (ms, store time). */
+  recoverAsOf(asOf: number, dryRun = false): Promise<RecoverResult> {
+    return recoverAsOf(this, asOf, this.lock, dryRun);
+  }
+
+  private async lockFor(type: ObjectType): Promise<ReturnType<typeof lockHeaders> | undefined> {
+    if (!this.lock || !LOCKED_TYPES.includes(type)) return undefined;
+    return lockHeaders(this.lock, await this.storeNow());
+  }
+
+  private async put(
+    key: string,
+    what: string,
+    data: Uint8Array,
+    ifNoneMatch: boolean,
+    lock?: ReturnType<typeof lockHeaders>,
+  ): Promise<void> {
     const input: PutObjectCommandInput = {
       Bucket: this.bucket,
       Key: key,
@@ -399,18 +462,26 @@ export class S3Backend implements Backend {
       ContentLength: data.length,
       ContentMD5: this.md5(data),
       ContentType: 'application/octet-stream',
+      ...lock,
     };
     if (ifNoneMatch) input.IfNoneMatch = '*';
     await this.request('write', what, () => this.client.send(new PutObjectCommand(input)));
   }
 
-  private async multipart(key: string, what: string, data: Uint8Array, ifNoneMatch: boolean): Promise<void> {
+  private async multipart(
+    key: string,
+    what: string,
+    data: Uint8Array,
+    ifNoneMatch: boolean,
+    lock?: ReturnType<typeof lockHeaders>,
+  ): Promise<void> {
     const created = await this.request('write', what, () =>
       this.client.send(
         new CreateMultipartUploadCommand({
           Bucket: this.bucket,
           Key: key,
           ContentType: 'application/octet-stream',
+          ...lock,
         }),
       ),
     );
@@ -471,6 +542,8 @@ export class S3Backend implements Backend {
       throw new TransientStoreError(
         `multipart upload of ${what} completed but the store reports ${size ?? 'no object'} bytes, not ${data.length}`,
       );
+    // Ceph 16 drops the lock asked for at CreateMultipartUpload: set it on the finished object
+    if (lock && this.lock) await setRetention(this, key, what, this.lock, lock.ObjectLockRetainUntilDate);
   }
 
   /** Size of the object at key, or undefined when it does not exist. */
@@ -695,7 +768,12 @@ export class S3Backend implements Backend {
       if (!(err instanceof S3BucketNotFoundError) || !this.createBucket) throw err;
       await this.request('write', `bucket ${this.bucket}`, async () => {
         try {
-          await this.client.send(new CreateBucketCommand({ Bucket: this.bucket }));
+          await this.client.send(
+            new CreateBucketCommand({
+              Bucket: this.bucket,
+              ...(this.lock ? { ObjectLockEnabledForBucket: true } : {}),
+            }),
+          );
         } catch (e) {
           const name = (e as SdkError).name;
           if (name !== 'BucketAlreadyOwnedByYou' && name !== 'BucketAlreadyExists') throw e;

@@ -8,6 +8,7 @@
  * It does not split or reorder transfers, and does not limit how many run at once (the backend does).
  */
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import { ForwardingBackend } from '../forwarding.js';
 
 export interface ThrottleLimits {
   uploadBytesPerSec?: number;
@@ -76,20 +77,14 @@ export class TokenBucket {
   }
 }
 
-export class ThrottleBackend implements Backend {
-  readonly location: string;
-  readonly writeConcurrency?: number;
+/** Its saves and loads are paid for, so neither `saveParts` nor `localFile` is offered. */
+export class ThrottleBackend extends ForwardingBackend {
   private readonly up: TokenBucket;
   private readonly down: TokenBucket;
   private readonly ops: TokenBucket;
 
-  constructor(
-    readonly inner: Backend,
-    limits: ThrottleLimits = {},
-    clock: Clock = realClock,
-  ) {
-    this.location = inner.location;
-    this.writeConcurrency = inner.writeConcurrency;
+  constructor(inner: Backend, limits: ThrottleLimits = {}, clock: Clock = realClock) {
+    super(inner);
     this.up = new TokenBucket(limits.uploadBytesPerSec ?? 0, 0.5, clock);
     this.down = new TokenBucket(limits.downloadBytesPerSec ?? 0, 0.5, clock);
     this.ops = new TokenBucket(limits.requestsPerSec ?? 0, 1, clock);
@@ -101,13 +96,18 @@ export class ThrottleBackend implements Backend {
     this.ops.setRate(limits.requestsPerSec ?? 0);
   }
 
-  async save(type: ObjectType, name: string, data: Uint8Array, options?: SaveOptions): Promise<void> {
+  override async save(
+    type: ObjectType,
+    name: string,
+    data: Uint8Array,
+    options?: SaveOptions,
+  ): Promise<void> {
     await this.ops.take(1);
     await this.up.take(data.length);
     return this.inner.save(type, name, data, options);
   }
 
-  async load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
+  override async load(type: ObjectType, name: string, offset?: number, length?: number): Promise<Buffer> {
     await this.ops.take(1);
     // Pay up front when the size is known, so concurrent loads queue instead of all starting at once.
     if (length !== undefined) await this.down.take(length);
@@ -116,31 +116,18 @@ export class ThrottleBackend implements Backend {
     return buf;
   }
 
-  async stat(type: ObjectType, name: string): Promise<ObjectInfo> {
+  override async stat(type: ObjectType, name: string): Promise<ObjectInfo> {
     await this.ops.take(1);
     return this.inner.stat(type, name);
   }
 
-  async remove(type: ObjectType, name: string): Promise<void> {
+  override async remove(type: ObjectType, name: string): Promise<void> {
     await this.ops.take(1);
     return this.inner.remove(type, name);
   }
 
-  async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
+  override async *list(type: ObjectType): AsyncIterable<ObjectInfo> {
     await this.ops.take(1);
     yield* this.inner.list(type);
-  }
-
-  exists(): Promise<boolean> {
-    return this.inner.exists();
-  }
-  init(): Promise<void> {
-    return this.inner.init();
-  }
-  storeNow(): Promise<number> {
-    return this.inner.storeNow ? this.inner.storeNow() : Promise.resolve(Date.now());
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }

@@ -1,6 +1,6 @@
 /**
  * Worker threads started before their pool, waiting for its settings (a `deferred` pipelineWorker; see
- * prestartWorkers in ./index.ts). Booting one (a Node environment, the worker's modules, its addons)
+ * prestartWorkers in ./threads.ts). Booting one (a Node environment, the worker's modules, its addons)
  * takes ~0.1 s of a core, and a pool is made only once the repository is open. The bundled CLI's
  * launcher (scripts/build-cli.mjs) starts them before it loads the CLI at all, so they boot while the
  * main thread loads its modules; the engine's prestartWorkers starts them where that did not happen.

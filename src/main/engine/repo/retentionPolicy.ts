@@ -16,7 +16,7 @@
  * - Safety: a policy that keeps nothing at all (no rule set) keeps everything, and a snapshot dated
  *   after `now` (clock skew) is always kept, so a wrong clock never deletes the newest backups.
  */
-import type { SnapshotEntry } from '../repo/types.js';
+import type { SnapshotEntry } from './types.js';
 import type { ForgetDecision, RetentionPolicy } from '../operations.js';
 
 export interface RetentionOptions {

@@ -1,0 +1,168 @@
+/**
+ * The plan of each pack, and the queue of packs ready to read (main thread). The planner adds what each
+ * file needs to the plans of the packs its blobs lie in; a pack is queued once the walk has asked for
+ * every data blob the index lists in it (so it is read once, whole, while the walk goes on), the others
+ * when the walk ends or when the plan held passes `planLimit` (the planner then waits until half is
+ * written: memory is bounded by that, not by the snapshot). Packs are queued whole, when complete, not
+ * batch by batch: a large file's blobs lie in many packs, between other files' blobs, and reading a
+ * pack's part for each batch reads ranges again (batches cut at 16-256 MiB made the bench's restore read
+ * 21% more bytes in 3x the ranges and take 10-20% longer). On the bench's dataset 19 of 37 packs are
+ * complete after its first files (large ones).
+ * Also the restore's coordination: the first failure of any stage, and a notice whenever something any
+ * stage may wait for changed.
+ */
+import type { Repository } from '../repo/repository.js';
+import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
+import type { TreeNode } from '../repo/types.js';
+import { contentIds } from '../repo/tree.js';
+import { BULK_BLOB, type PackJob, type PackPlan, type PlannedFile } from './plan.js';
+import type { RestoreRun } from './run.js';
+
+/** Loops taking queued packs, each handing one range at a time to the workers, and how many may be on
+ *  bulk packs while packs of small files wait (see take). CLI restore of the bench dataset, six runs
+ *  alternating: three loops in queue order 3.14-3.71 s (mean 3.44), four with at most one or two on bulk
+ *  packs while others wait 2.85-3.40 (3.19 either way); five loops in queue order were no faster than
+ *  three. */
+export const RESTORE_LOOPS = 4;
+const BULK_LOOPS = 2;
+
+/** Wakes everyone waiting, whenever something they may wait for changed. */
+export class Notify {
+  private waiters: (() => void)[] = [];
+  wait(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  notify(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const resolve of w) resolve();
+  }
+}
+
+export class PackQueue {
+  /** Packs planned, not queued yet. */
+  private readonly pending = new Map<string, PackPlan>();
+  /** Packs queued once (a later use is queued at the end). */
+  private readonly dispatched = new Set<string>();
+  private readonly jobs: PackJob[] = [];
+  /** Data blobs per pack, as the index lists them. */
+  private readonly blobsIn: Map<string, number>;
+  private bulkRunning = 0;
+  /** Uses planned and not written: in `pending` and in queued or running jobs. */
+  held = 0;
+  walkDone = false;
+  failure: unknown;
+  readonly changed = new Notify();
+
+  constructor(
+    private readonly run: RestoreRun,
+    private readonly repo: Repository,
+    readonly planLimit: number,
+  ) {
+    this.blobsIn = repo.index.countsByPack(BlobType.Data);
+  }
+
+  private queue(pack: string, plan: PackPlan): void {
+    this.pending.delete(pack);
+    this.dispatched.add(pack);
+    let bytes = 0;
+    for (const b of plan.blobs) bytes += b.length;
+    this.jobs.push({
+      pack,
+      blobs: plan.blobs,
+      uses: plan.uses,
+      count: plan.count,
+      bulk: bytes >= plan.blobs.length * BULK_BLOB,
+    });
+    this.run.progress.phase = 'restoring';
+    this.changed.notify();
+  }
+
+  /** Queues every pack planned so far. */
+  queueAll(): void {
+    for (const pack of [...this.pending.keys()].sort()) this.queue(pack, this.pending.get(pack)!);
+  }
+
+  /** Once the plan held is at its bound: queues every pack planned, and waits until half is written. */
+  async makeRoom(): Promise<void> {
+    if (this.held <= this.planLimit) return;
+    this.queueAll();
+    while (this.held > this.planLimit / 2 && this.failure === undefined) await this.changed.wait();
+  }
+
+  /**
+   * Adds the blobs a file needs (and where in it each goes) to the plans of their packs, queueing each
+   * pack whose every data blob is now asked for; fails the file if a blob is missing from the index
+   * (nothing of it is planned then). Synchronous: V8 compiles this hot loop on its own, where inside a
+   * large async function it cost ~0.2 s of compile time on a helper thread (`node --trace-opt`, a CLI
+   * restore of the bench dataset).
+   */
+  plan(f: PlannedFile, node: TreeNode): void {
+    const { pending, repo } = this;
+    const ids = contentIds(node);
+    const locs = new Array<BlobLocation>(ids.length);
+    for (let k = 0; k < ids.length; k++) {
+      const loc = repo.index.get(ids[k]);
+      if (!loc) {
+        this.run.fail(f, `blob ${ids[k].slice(0, 12)} is missing from the repository`);
+        return; // nothing of it is written (finished removes what is in the way)
+      }
+      locs[k] = loc;
+    }
+    let at = 0; // where the blob goes in the file
+    for (let k = 0; k < ids.length; k++) {
+      const id = ids[k];
+      const loc = locs[k];
+      let plan = pending.get(loc.pack);
+      if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
+      const use = { file: f, offset: at };
+      const list = plan.uses.get(id);
+      // a list made with its first use holds one slot; an empty one grows to 16 at its first push (~150
+      // bytes more per blob, all of them kept until the pack is restored: most of them are copied by the
+      // young-generation GC, which the walk's plan keeps busy)
+      if (list) list.push(use);
+      else {
+        plan.uses.set(id, [use]);
+        // where it lies in its pack, copied out of the index's answer (one object kept, not two)
+        plan.blobs.push({
+          id,
+          offset: loc.offset,
+          length: loc.length,
+          rawLength: loc.rawLength,
+          compressed: loc.compressed,
+        });
+      }
+      at += loc.rawLength;
+      plan.count++;
+      this.held++;
+      if (!this.dispatched.has(loc.pack) && plan.blobs.length === this.blobsIn.get(loc.pack))
+        this.queue(loc.pack, plan);
+    }
+  }
+
+  /**
+   * The next queued pack, mostly in order. Packs of large blobs (bulk) are mostly waiting for the disk,
+   * packs of small files mostly CPU: while BULK_LOOPS loops are on bulk packs, the next free loop takes a
+   * pack of small files if one is queued, so that the two overlap instead of the bulk packs queued first
+   * holding every loop. Give it back with `done`.
+   */
+  take(): PackJob | undefined {
+    const { jobs } = this;
+    let job: PackJob | undefined;
+    if (this.bulkRunning >= BULK_LOOPS) {
+      const i = jobs.findIndex((j) => !j.bulk);
+      if (i >= 0) job = jobs.splice(i, 1)[0];
+    }
+    job ??= jobs.shift();
+    if (job?.bulk) this.bulkRunning++;
+    return job;
+  }
+
+  /** A job taken is over (its pieces written or failed); `written`: its uses are no longer held. */
+  done(job: PackJob, written: boolean): void {
+    if (job.bulk) this.bulkRunning--;
+    if (!written) return;
+    this.held -= job.count;
+    this.changed.notify();
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * What a restore plans (types and limits shared by its stages): the files and folders to write, what
+ * each pack must give (its blobs, and for each the files and offsets it goes to), and the packs queued
+ * for reading. A million-file restore holds tens of thousands of planned files at once, so each is kept
+ * small (see PlannedFile, PlannedDir).
+ */
+import type { TreeNode } from '../repo/types.js';
+
+export type Meta = Pick<TreeNode, 'mode' | 'uid' | 'gid' | 'mtimeNs'>;
+
+/** A file to write. A million-file restore holds tens of thousands at once (up to `planLimit` pieces),
+ *  so it holds what the writes and the metadata need, not its tree node (let go once its pieces are
+ *  planned), nor its path in the snapshot (`displayOf` derives it from `abs`). */
+export interface PlannedFile extends Meta {
+  abs: Buffer;
+  /** The folder it is restored into (latin1: one string shared by the folder's files), where the walk
+   *  knew it: whether this run made that folder is looked up by it. */
+  dir: string | undefined;
+  /** Until its pieces are planned. */
+  node?: TreeNode;
+  size: number;
+  /** Made of one blob: a worker writes it whole. */
+  single: boolean;
+  remaining: number;
+  failed?: string;
+  /** Created (and sized) by a worker writing it whole, or by `prepare`. */
+  created?: boolean;
+  /** Set once `prepare` started creating and sizing it. */
+  ready?: Promise<void>;
+  /** To be written (not skipped by the overwrite policy, nothing in the way). */
+  chosen?: boolean;
+}
+
+/** A folder to make, and its metadata to set at the end. Kept for every folder until then, so it is
+ *  small: the path as a latin1 string (a small Buffer is a slice of an 8 KiB pool slab and would keep
+ *  the whole slab alive: ~90 MB for the 10,502 folders of a million-file restore), and only the fields
+ *  `applyMetadata` needs. */
+export interface PlannedDir extends Meta {
+  path: string;
+  depth: number;
+}
+
+/** A symlink, made at the end: its path and target as latin1 strings, with only the metadata it needs
+ *  (not its tree node). */
+export interface PlannedLink {
+  path: string;
+  target: string;
+  uid?: number;
+  gid?: number;
+  mtimeNs: string;
+}
+
+/** A hard link to a file restored under another name (the first one the walk met). */
+export interface PlannedHardlink {
+  path: string;
+  first: PlannedFile;
+}
+
+export interface Use {
+  file: PlannedFile;
+  offset: number;
+}
+
+/** A blob a restore reads: its ID and where it lies in its pack. */
+export interface PlannedBlob {
+  id: string;
+  offset: number;
+  length: number;
+  rawLength: number;
+  compressed: boolean;
+}
+
+/** What a restore needs from one pack: its blobs, and for each the files (and offsets) it goes to. */
+export interface PackPlan {
+  blobs: PlannedBlob[];
+  uses: Map<string, Use[]>;
+  /** Uses in all. */
+  count: number;
+}
+
+export interface PackJob extends PackPlan {
+  pack: string;
+  /** Its blobs are large on average (BULK_BLOB or more): a range of them is mostly read and written,
+   *  little decoded, where a range of small files is mostly decoding and creating files. */
+  bulk: boolean;
+}
+
+export const BULK_BLOB = 128 * 1024;
+
+/** Files planned and prepared together (folders made, existing files looked at). */
+export const BATCH_FILES = 1024;
+/** The uses (a file's piece from a blob) a restore holds planned and not written: a planned small
+ *  file takes ~1 KB of heap (its record, path, use and blob entry; a heap snapshot of a million-file
+ *  restore). The bench's default dataset (30,035 files, about as many uses) stays under it; a
+ *  million small files reach it (a pack of them holds ~33,000 blobs, two are filled at once). */
+export const DEFAULT_PLAN_LIMIT = 65536;
+
+export interface Batch {
+  files: PlannedFile[];
+  dirs: PlannedDir[];
+}
+
+export const newBatch = (): Batch => ({ files: [], dirs: [] });
+
+/** An empty list shared where a blob has no file to write whole or no piece (frozen: never added to). */
+export const NONE = Object.freeze([]) as never[];
+
+/** Whether a use is a file made of this one blob, to be written whole by the worker (not yet claimed). */
+export const wholeUse = (u: Use) => u.offset === 0 && u.file.single && !u.file.failed && !u.file.created;
