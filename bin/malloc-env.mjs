@@ -17,11 +17,10 @@ export const MALLOC_ENV = {
   // Mapped buffers (and the heap) are marked for transparent huge pages where the kernel gives them on
   // request (THP "madvise", the default of most distributions; glibc 2.35+, older ones ignore it): a
   // fresh multi-MiB buffer then costs a fault per 2 MiB instead of one per 4 KiB. A page fault is the
-  // price of every fresh page (the mapped buffers above are fresh each time), and in the VM the bench
-  // runs in it costs ~20 µs: scrypt's 32 MiB alone (the key, before anything else) took 205 ms, 64 ms of
-  // it computing. CLI full backup of the bench dataset, three pairs alternating: 82,000-84,000 -> 59,000-
-  // 65,000 faults, 6.74-7.40 -> 6.61-7.18 s; restore 61,000-63,000 -> 40,000-43,000 faults, 3.75-4.17 ->
-  // 3.50-3.81 s; peak RSS +10-20 MB (253-265 -> 272-277 MB backup, 199-205 -> 205-213 restore).
+  // price of every fresh page (the mapped buffers above are fresh each time), and in a VM it costs
+  // ~20 µs (scrypt's 32 MiB alone, the key before anything else, spent most of its time faulting). A
+  // full backup and a restore fault about a third less and run a few percent faster, for a little more
+  // peak RSS (docs/performance.md).
   GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
   // Not malloc, but also read once at start: libuv's thread pool runs the engine's file reads. Its
   // default of 4 threads caps how many reads are in flight, and incrementals that read the scattered
@@ -29,11 +28,10 @@ export const MALLOC_ENV = {
   UV_THREADPOOL_SIZE: '16',
   // Not malloc either: V8 lets the heap grow to a multiple of what its last full collection left live
   // before it collects again, up to 4x when its limit is 2 GiB or more (the default with 8 GiB of RAM and
-  // up), scaled down to 1.3-2x for smaller limits. A restore of a million files holds 25-75 MB live and
-  // its heap reached ~250 MB (peak RSS 517-541 MB); with this limit V8 grows it ~2x, to ~146 MB (peak
-  // RSS 362-376 MB), at the price of 3x the full collections (mostly concurrent): three alternating
-  // pairs took 56-69 s against 58-63 s, within this machine's noise. The limit is what 8 GiB machines
-  // get anyway; a user's own --max-old-space-size in NODE_OPTIONS wins.
+  // up), scaled down to 1.3-2x for smaller limits. A restore of a million files holds a few tens of MB
+  // live; at 4x its heap (and peak RSS) grew far past that, at ~2x it stays near twice the live set, for
+  // more full collections (mostly concurrent) and no measurable loss of speed (docs/performance.md).
+  // The limit is what 8 GiB machines get anyway; a user's own --max-old-space-size in NODE_OPTIONS wins.
   NODE_OPTIONS: HEAP_FLAG,
 };
 

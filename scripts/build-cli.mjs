@@ -17,9 +17,8 @@ const common = {
   target: 'node20',
   sourcemap: true,
   // native packages and the AWS SDK stay in node_modules; small pure-JavaScript ones (commander, minimatch,
-  // croner…) are bundled: resolving and loading their files one by one took ~50 ms of a CLI restore's
-  // start-up (bench dataset, four runs alternating: its code ran 360-470 ms after the process started
-  // instead of 398-508)
+  // croner…) are bundled: resolving and loading their files one by one cost every CLI command tens of
+  // milliseconds of start-up
   external: ['@aws-sdk/*', '@napi-rs/*', 'better-sqlite3', 'zstd-napi', 'ws', 'tsx'],
   logLevel: 'warning',
 };

@@ -250,9 +250,9 @@ class ScatterRead : public Napi::AsyncWorker {
 #ifdef __linux__
   // A file opened with O_DIRECT is read with the kernel's asynchronous I/O instead: up to kAioDepth pieces
   // submitted in one io_submit call and reaped as they complete, all on this one thread. Threads blocking
-  // in pread cost two context switches per piece and a thread start per `depth` pieces: bench:cbt's
-  // incremental (5,200 scattered 8 KiB blocks), run in a loop, spent 96-135 ms of system time with them,
-  // 54-81 with AIO; the bench itself: 314-345 ms with threads, 262-307 with AIO.
+  // in pread cost two context switches per piece and a thread start per `depth` pieces: with AIO,
+  // bench:cbt's incremental (thousands of scattered blocks) spends about half the system time and runs
+  // faster.
   // Without O_DIRECT the kernel would do the reads inside io_submit, one after the other, so such files
   // keep the threads. Returns false (nothing read) where the kernel offers no AIO context or refuses the
   // first submission; the threads then do it all. A piece AIO returns short is finished with pread, as
@@ -552,9 +552,8 @@ class Ring {
 // by fstat after reading. One file's failure is its own result, never the batch's.
 //
 // With `ring` (Linux), one thread reads the batch through an io_uring instead (Ring): up to kRingFiles
-// files' openat at once, then their reads each followed by its statx, in one submission each. Reading
-// the bench dataset's 30,000 small files (cold, a C loop over the same calls, not kept): threads at depth
-// 8 took 0.89-0.93 s and 1.13-1.36 CPU-s, the ring 64 files at a time 0.76-0.81 s and 0.77-0.88 CPU-s. A
+// files' openat at once, then their reads each followed by its statx, in one submission each. Read
+// cold through the ring, many small files take less time and about a third less CPU than on threads. A
 // thread's own read is a request of its own, and in a VM each request is a notification of the host (an
 // exit: `perf` showed the virtqueue kick as the largest cost of reading small files); a submission of many
 // reads reaches the disk in one plug. The results are the same either way.

@@ -9,11 +9,10 @@
  *   environment, with glibc's malloc settings: bin/malloc-env.mjs.)
  * - V8 optimizes a function once it has run for an "interrupt budget" of bytecode; the default (66 KB)
  *   has a backup's many briefly hot functions compiled by TurboFan on V8's helper threads, on a two-core
- *   PC CPU taken from the backup itself: bench:cbt's incremental spent ~250 ms of compile time (`node
- *   --trace-opt`) against ~380 ms of work. With 16× the budget only what runs long is compiled:
- *   `npm run bench:cbt` incremental 279–321 → 220–266 ms (three runs each, alternating; the whole-file
- *   read and the first backup unchanged within noise), CLI full backup of the bench dataset 4.71–4.98 →
- *   4.67–4.71 s and restore 2.11–2.21 → 2.12–2.14 s. Set at run time (v8.setFlagsFromString), before
+ *   PC CPU taken from the backup itself: a block file's incremental spent about two thirds as long
+ *   compiling (`node --trace-opt`) as working. With 16× the budget only what runs long is compiled: the
+ *   incremental of `npm run bench:cbt` is a fifth faster, full backups and restores are unchanged within
+ *   noise. Set at run time (v8.setFlagsFromString), before
  *   the engine starts its worker threads, which share the process's V8 flags.
  */
 import v8 from 'node:v8';

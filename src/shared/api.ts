@@ -454,6 +454,18 @@ export interface RestoreTestSummary {
   error?: WireError;
 }
 
+/** What "Clean up now" did: the job's retention applied, then the space no snapshot needs freed. */
+export interface CleanUpSummary {
+  cleanedAt: string;
+  snapshotsKept: number;
+  snapshotsRemoved: number;
+  /** Kept by a mass-change alarm nobody dismissed, whatever the retention says. */
+  snapshotsHeld: number;
+  packsRemoved: number;
+  packsRewritten: number;
+  bytesFreed: number;
+}
+
 /** What a repair of a job's repository did (or, as a dry run, would do). */
 export interface RepairSummary {
   repairedAt: string;
@@ -748,6 +760,8 @@ export interface AppInfo {
 // Calls: one schema per call for its arguments; result types in ApiResults
 
 const id = z.string().min(1).max(200);
+/** An append-only repository's maintenance password, for a call that deletes (never stored). */
+const maintenancePassword = z.string().min(1).max(1000).optional();
 const none = z.object({}).strict();
 /**
  * Whose snapshots a snapshots.* call works on: absent, the job's own; a host name, every snapshot that
@@ -780,7 +794,10 @@ export const argSchemas = {
   /** A restore test of the job's newest snapshot now (`allBlockFiles`: every block file too). */
   'jobs.testRestore': z.object({ id, allBlockFiles: z.boolean().optional() }).strict(),
   /** Repairs the job's repository (waits for nothing: fails while a backup holds it). */
-  'jobs.repair': z.object({ id, dryRun: z.boolean().optional() }).strict(),
+  'jobs.repair': z.object({ id, dryRun: z.boolean().optional(), maintenancePassword }).strict(),
+  /** Applies the job's retention now and frees the space no snapshot needs (an append-only repository:
+   *  with its maintenance password). */
+  'jobs.cleanUp': z.object({ id, maintenancePassword }).strict(),
   'restoreTests.list': z
     .object({ jobId: id.optional(), limit: z.number().int().min(1).max(1000).optional() })
     .strict(),
@@ -882,6 +899,7 @@ export interface ApiResults {
   'jobs.maintenance': MaintenanceInfo | null;
   'jobs.testRestore': RestoreTestSummary;
   'jobs.repair': RepairSummary;
+  'jobs.cleanUp': CleanUpSummary;
   'restoreTests.list': RestoreTestSummary[];
   'destinations.test': DestinationTestResult;
   'runs.list': RunSummary[];

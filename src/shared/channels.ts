@@ -20,6 +20,7 @@ export const API_METHODS = [
   'jobs.maintenance',
   'jobs.testRestore',
   'jobs.repair',
+  'jobs.cleanUp',
   'restoreTests.list',
   'destinations.test',
   'runs.list',

@@ -69,6 +69,36 @@ describe('protected destinations through the app', () => {
     expect(catalog.includes(Buffer.from('maint pw 1'))).toBe(false);
   });
 
+  it('"clean up now" and repair of an append-only folder take its maintenance password, for that call only', async () => {
+    const j = await wired.api.call(
+      'jobs.create',
+      job(path.join(tmp, 'r5'), { maintenancePassword: 'maint pw 5', name: 'cleanup' }),
+    );
+    for (let i = 0; i < 2; i++) {
+      fs.writeFileSync(path.join(tmp, 'src', 'a.txt'), `c${i}`);
+      const run = await wired.api.call('jobs.runNow', { id: j.id });
+      await until(() => finished.has(run.id), 'the run to finish');
+    }
+    const files = () => fs.readdirSync(path.join(tmp, 'r5', 'snapshots')).sort();
+    const before = files();
+    expect(before.length).toBe(2);
+    await expect(wired.api.call('jobs.cleanUp', { id: j.id })).rejects.toMatchObject({ code: 'APPEND_ONLY' });
+    await expect(
+      wired.api.call('jobs.cleanUp', { id: j.id, maintenancePassword: 'wrong one' }),
+    ).rejects.toMatchObject({ code: 'WRONG_MAINTENANCE_PASSWORD' });
+    await expect(wired.api.call('jobs.repair', { id: j.id })).rejects.toMatchObject({ code: 'APPEND_ONLY' });
+    expect(files()).toEqual(before);
+
+    const r = await wired.api.call('jobs.cleanUp', { id: j.id, maintenancePassword: 'maint pw 5' });
+    expect(r).toMatchObject({ snapshotsRemoved: 1, snapshotsKept: 1, snapshotsHeld: 0 });
+    expect(files()).toEqual([before.find((f) => files().includes(f))]);
+    expect((await wired.api.call('snapshots.list', { jobId: j.id })).length).toBe(1);
+    // the unlock did not outlive the call: the next one without the password is refused again
+    await expect(wired.api.call('jobs.cleanUp', { id: j.id })).rejects.toMatchObject({ code: 'APPEND_ONLY' });
+    const repaired = await wired.api.call('jobs.repair', { id: j.id, maintenancePassword: 'maint pw 5' });
+    expect(repaired.clean).toBe(true);
+  });
+
   it('refuses to call an unprotected repository append-only', async () => {
     const plain = await wired.api.call('jobs.create', {
       ...job(path.join(tmp, 'r2')),

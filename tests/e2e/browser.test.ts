@@ -276,6 +276,12 @@ suite('browser mode, end to end with the real engine', () => {
       .getByRole('status', { name: 'Maintenance owner' })
       .getByText(`Maintained by ${os.hostname()}`)
       .waitFor();
+    // "Clean up now": the job's retention applied and the space nobody needs freed, the result said
+    await page.getByRole('button', { name: 'Clean up now' }).click();
+    await page
+      .getByRole('status', { name: 'Clean-up result' })
+      .getByText(/^Removed \d+ snapshot\(s\), kept \d+/)
+      .waitFor();
     // the change tracking in effect, as the tracker reports it (fanotify/inotify; blocks on or off with why)
     const tracking = wired.services.tracking!();
     const trackingCard = page.getByRole('status', { name: 'Change tracking' });

@@ -1,5 +1,5 @@
 /**
- * A decode task's blobs in flat arrays (workers/decodeBatch.ts): what the restore plans per blob — its place
+ * A decode task's blobs in flat arrays (pool/wire.ts, DecodeBatch): what the restore plans per blob — its place
  * in the range, its ID, the whole files made of it and the pieces of larger files it fills — survives
  * packing field by field, and the worker's failures, reported by index, come back to the right blob, file
  * and piece.

@@ -667,7 +667,8 @@ export class TidemarkApi {
         return s.engine.maintenance(await this.repoFor(job));
       },
       'jobs.testRestore': async (a) => this.protection.testRestore(a.id, a.allBlockFiles),
-      'jobs.repair': async (a) => this.protection.repair(a.id, a.dryRun),
+      'jobs.repair': async (a) => this.protection.repair(a.id, a.dryRun, a.maintenancePassword),
+      'jobs.cleanUp': async (a) => this.protection.cleanUp(a.id, a.maintenancePassword),
       'restoreTests.list': async (a) => this.protection.list(a),
       'destinations.test': async (a) => {
         let secret = a.destination.kind === 's3' ? a.secretAccessKey || undefined : undefined;

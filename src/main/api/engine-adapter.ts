@@ -16,7 +16,7 @@ import type {
 } from '../engine/operations.js';
 import { backup } from '../engine/backup/index.js';
 import { restore } from '../engine/restore/index.js';
-import { forget } from '../engine/repo/retention.js';
+import { forget, prune } from '../engine/repo/retention.js';
 import { check } from '../engine/check/index.js';
 import { restoreTest, type RestoreTestOptions, type RestoreTestResult } from '../engine/restoretest/index.js';
 import { repair, type RepairOptions, type RepairReport } from '../engine/repair/index.js';
@@ -32,8 +32,19 @@ class RealHandle implements RepoHandle {
   get immutability() {
     return this.repo.immutability;
   }
-  listSnapshots() {
-    return this.repo.listSnapshots();
+  /** Damaged snapshot files already reported (each once per handle). */
+  private readonly damaged = new Set<string>();
+  /** The snapshots to browse: a damaged snapshot file is left out (and logged) instead of hiding every
+   *  other snapshot of the repository; the job's check reports it and repair mends it. */
+  listSnapshots(opts: { damaged?: (id: string, err: Error) => void } = {}) {
+    return this.repo.listSnapshots({
+      damaged: (id, err) => {
+        opts.damaged?.(id, err);
+        if (this.damaged.has(id)) return;
+        this.damaged.add(id);
+        console.warn(`tidemark: snapshot ${id.slice(0, 12)} is damaged and not shown: ${err.message}`);
+      },
+    });
   }
   loadTree(id: string) {
     return this.repo.loadTree(id);
@@ -117,6 +128,25 @@ export class RealEngine implements Engine {
 
   repair(handle: RepoHandle, opts: RepairOptions): Promise<RepairReport> {
     return repair((handle as RealHandle).repo, opts);
+  }
+
+  unlockMaintenance(handle: RepoHandle, password: string): Promise<void> {
+    return (handle as RealHandle).repo.unlockMaintenance(password);
+  }
+
+  async cleanUp(handle: RepoHandle, opts: { retention: RetentionPolicy; job: string; signal?: AbortSignal }) {
+    const repo = (handle as RealHandle).repo;
+    const d = await forget(repo, opts.retention, { job: opts.job });
+    const p = await prune(repo, { signal: opts.signal });
+    return {
+      snapshotsKept: d.keep.length,
+      snapshotsRemoved: d.remove.length,
+      snapshotsHeld: d.keep.filter((k) => k.reasons.some((r) => r.startsWith('held by the mass-change')))
+        .length,
+      packsRemoved: p.packsRemoved,
+      packsRewritten: p.packsRewritten,
+      bytesFreed: p.bytesFreed,
+    };
   }
 
   async maintenance(handle: RepoHandle): Promise<MaintenanceInfo | null> {

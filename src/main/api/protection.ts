@@ -4,10 +4,13 @@
  * - restore tests go through the app's RestoreTestService when it has one (the catalog: recorded there,
  *   scheduled ones too) and otherwise through the engine directly, kept in memory for the session;
  * - repair opens the job's repository on its own handle (never one a browse is using), reports its
- *   progress, brings the catalog's snapshot cache in line, and checks the repository afterwards.
+ *   progress, brings the catalog's snapshot cache in line, and checks the repository afterwards;
+ * - "clean up now" (jobs.cleanUp) applies the job's retention and prunes, on a handle of its own too.
+ * Both delete from the repository: an append-only one needs its maintenance password for them.
  */
 import type {
   CheckSummary,
+  CleanUpSummary,
   Job,
   RepairProgress,
   RepairSummary,
@@ -181,7 +184,7 @@ export class Protection {
     return t;
   }
 
-  async repair(jobId: string, dryRun = false): Promise<RepairSummary> {
+  async repair(jobId: string, dryRun = false, maintenancePassword?: string): Promise<RepairSummary> {
     const job = await this.ctx.job(jobId);
     const engine = this.s.engine;
     if (!engine.repair) throw new ApiUsageError('UNSUPPORTED', 'this engine cannot repair repositories');
@@ -206,6 +209,7 @@ export class Protection {
       throw err;
     });
     try {
+      if (maintenancePassword && !dryRun) await engine.unlockMaintenance?.(repo, maintenancePassword);
       const report = await engine.repair(repo, { dryRun, progress: (p) => progress(p) });
       const summary = repairSummary(report, now());
       if (!dryRun && !report.clean) {
@@ -222,6 +226,34 @@ export class Protection {
     } finally {
       this.repairing.delete(job.id);
       await repo.close().catch(() => {});
+    }
+  }
+
+  /**
+   * "Clean up now": the job's retention applied and the space no snapshot needs freed, on a handle of
+   * its own (an append-only repository's unlock never outlives the call). Not while the job backs up.
+   */
+  async cleanUp(jobId: string, maintenancePassword?: string): Promise<CleanUpSummary> {
+    const job = await this.ctx.job(jobId);
+    const engine = this.s.engine;
+    if (!engine.cleanUp) throw new ApiUsageError('UNSUPPORTED', 'this engine cannot clean up repositories');
+    if (this.ctx.isRunning(job.id) || this.repairing.has(job.id))
+      throw new ApiUsageError('ALREADY_RUNNING', `"${job.name}" is busy: clean it up when it is done`);
+    this.repairing.add(job.id);
+    try {
+      const repo = await this.ctx.openOwn(job);
+      try {
+        if (maintenancePassword) await engine.unlockMaintenance?.(repo, maintenancePassword);
+        const r = await engine.cleanUp(repo, { retention: job.retention, job: job.snapshotTag });
+        this.ctx.dropRepo(job.id); // the cached handle's index still names the removed packs
+        await this.s.fileIndex?.resync?.(job.id, repo);
+        this.ctx.emit('jobs.changed', { jobId: job.id });
+        return { cleanedAt: new Date((this.s.now ?? Date.now)()).toISOString(), ...r };
+      } finally {
+        await repo.close().catch(() => {});
+      }
+    } finally {
+      this.repairing.delete(job.id);
     }
   }
 }

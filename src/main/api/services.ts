@@ -20,6 +20,7 @@ import type { AppInfo } from '../../shared/api.js';
 import type { RunSpeedTest, SpeedTestStore } from './speedtests.js';
 import type {
   BrowseEntry,
+  CleanUpSummary,
   FileVersion,
   Job,
   LiveRun,
@@ -79,6 +80,13 @@ export interface Engine {
   restoreTest?(repo: RepoHandle, opts: RestoreTestOptions): Promise<RestoreTestResult>;
   /** Repairs a damaged repository (engine/repair). */
   repair?(repo: RepoHandle, opts: RepairOptions): Promise<RepairReport>;
+  /** Lets an append-only repository's handle delete (its maintenance password); a no-op otherwise. */
+  unlockMaintenance?(repo: RepoHandle, password: string): Promise<void>;
+  /** Applies a job's retention policy now and removes the data no snapshot needs any more. */
+  cleanUp?(
+    repo: RepoHandle,
+    opts: { retention: RetentionPolicy; job: string; signal?: AbortSignal },
+  ): Promise<Omit<CleanUpSummary, 'cleanedAt'>>;
   /** True when backup() honours `pauseGate`. */
   readonly supportsPause: boolean;
 }

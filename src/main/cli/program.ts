@@ -150,6 +150,11 @@ export function buildProgram(
       if (text) io.out(text + '\n');
     }
   };
+  /** A damaged snapshot file left out of a listing: said on stderr, with the way out. */
+  const warnDamaged = (id: string, err: Error) =>
+    io.err(
+      `warning: snapshot ${short(id)} is damaged and not listed: ${err.message} (tidemark repair mends it)\n`,
+    );
   const location = () => g().repo ?? defaultRepoLocation();
   const openRepo = async (opts: GlobalOptions = g(), readOnly = false, requests?: RequestLogCollector) => {
     const backend = await openBackend(opts.repo ?? location(), {
@@ -359,7 +364,7 @@ export function buildProgram(
     .option('--host <name>', 'only this host')
     .option('--tag <tag>', 'only snapshots with this tag')
     .action(async (o) => {
-      let list = await withRepo((repo) => repo.listSnapshots(), true);
+      let list = await withRepo((repo) => repo.listSnapshots({ damaged: warnDamaged }), true);
       if (o.host) list = list.filter((s) => s.host === o.host);
       if (o.tag) list = list.filter((s) => s.tags.includes(o.tag));
       print(
@@ -419,7 +424,7 @@ export function buildProgram(
     .action(async (pattern: string, o) => {
       const rows: { snapshot: SnapshotEntry; path: string; node: TreeNode }[] = [];
       await withRepo(async (repo) => {
-        let snaps = await repo.listSnapshots();
+        let snaps = await repo.listSnapshots({ damaged: warnDamaged });
         if (o.host) snaps = snaps.filter((s) => s.host === o.host);
         for await (const { snapshot, entry } of find(repo, snaps, pattern))
           rows.push({ snapshot, path: entry.path, node: entry.node });

@@ -41,7 +41,7 @@ const wasm = (
 /**
  * V8 maps a WebAssembly memory itself, so glibc's huge-page tunable (bin/malloc-env.mjs) does not reach
  * it: every fresh 4 KiB page of a pack's 21 MiB buffer or a 6 MiB read block cost a page fault (~20 µs
- * each in the VM the bench runs in: filling a fresh 20 MiB memory took 108 ms, 2.7 ms in huge pages).
+ * each in a VM; in huge pages, one per 2 MiB, filling a fresh memory is dozens of times faster).
  * Memories of 2 MiB and more are marked for transparent huge pages (madvise MADV_HUGEPAGE, native/fsmeta)
  * where the addon is built; without it, or where the kernel has no THP, they stay in small pages.
  */

@@ -3,9 +3,9 @@
  *
  * A fresh multi-MiB buffer is fresh memory from the kernel (the engine's processes map large
  * allocations, so freed ones go straight back), and touching it the first time costs page faults — on a
- * VM whose freed memory returns to the host, a fault on the host too. Reading 545 MB of packs into fresh
- * buffers cost a restore of the bench dataset ~0.5 s of system time; keeping a few buffers gets that
- * back without the heap growth that a higher malloc mmap threshold brought.
+ * VM whose freed memory returns to the host, a fault on the host too. Reading a restore's packs into
+ * fresh buffers cost a noticeable share of its system time; keeping a few buffers gets that back
+ * without the heap growth that a higher malloc mmap threshold brought.
  *
  * Only code that knows a buffer is no longer referenced anywhere gives it back: the restore and the
  * check, when a worker returns the (transferred) buffer of a decode task it has finished with.

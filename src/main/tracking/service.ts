@@ -175,7 +175,7 @@ export async function journalBackup(
     });
   }
   const sources = normalizeSources(opts.paths);
-  const parent = await findParent(repo, opts.host ?? os.hostname(), sources, opts.parent);
+  const parent = await findParent(repo, opts.host ?? os.hostname(), sources, opts.parent, opts.log);
   const plan = await journal.planBackup(parent?.journalCursor ?? null, sources);
   opts.log?.(
     plan.changeHint

@@ -35,7 +35,11 @@ export function registerAlarmCommands(program: Command, ctx: CliContext): void {
     .action(async (o: { all?: boolean }) => {
       const repo = await ctx.openRepo(g(), true);
       try {
-        const snapshots = await repo.listSnapshots();
+        // a damaged snapshot cannot be judged; the others' alarms still can (check and repair report it)
+        const snapshots = await repo.listSnapshots({
+          damaged: (id, err) =>
+            ctx.io.err(`warning: snapshot ${id.slice(0, 8)} is damaged: ${err.message}\n`),
+        });
         const dismissals = await listDismissals(repo);
         const active = new Set(activeAlarms(snapshots, dismissals).map((s) => s.id));
         const held = heldSnapshots(snapshots, dismissals);

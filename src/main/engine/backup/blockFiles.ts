@@ -9,8 +9,8 @@
  * Fixed blocks aligned to the file's offsets match in-place writes exactly: a changed page costs one
  * block (`npm run bench:cbt`). Blocks are 4 KiB where they can be, the page of most writers in place (SQLite's
  * default page, NTFS and ext4 clusters, what a guest OS writes to its disk): with 8 KiB blocks a night of 1%
- * of a 2 GiB file's pages rewritten read and stored twice the bytes written, and took 171–197 ms against
- * 121–123 ms at 4 KiB (bench:cbt, nights' medians). The block size grows with the file so that no file has
+ * of a 2 GiB file's pages rewritten read and stored twice the bytes written, and took longer than at
+ * 4 KiB (bench:cbt). The block size grows with the file so that no file has
  * more than MAX_BLOCKS blocks (index memory and tree size stay bounded: 512 Ki blocks ≈ 30 MiB of index and a
  * 16 MiB block list; a 2 GiB file has 4 KiB blocks, a 40 GiB disk 128 KiB ones).
  */
@@ -67,7 +67,7 @@ export function blockPolicy(
   if (!patterns.length) return undefined;
   const minSize = opts.minSize ?? DEFAULT_BLOCK_FILE_MIN_SIZE;
   // "*.ext" (every default pattern) is a suffix test; minimatch, for any other glob, compiles each pattern
-  // on its first match: the 24 defaults took ~8 ms of the event loop in every backup (`npm run bench:cbt`)
+  // on its first match: the 24 defaults held the event loop several ms in every backup
   const suffixes: string[] = [];
   const matchers: InstanceType<typeof minimatch.Minimatch>[] = [];
   for (const p of patterns) {

@@ -143,9 +143,8 @@ export class FileSaver {
     if (parts < 2) return this.runTask(task, abs);
     // A whole block file is read by every worker at once, each taking every parts-th stripe. In one task
     // the reading thread was busy all along hashing blocks (BLAKE3 gets little of its SIMD from 4 KiB
-    // inputs) and copying them: a whole read of an already stored 2 GiB file at 4 KiB blocks, cold,
-    // took 2.08–2.13 s in one task and 1.44–1.51 s in two (bench:cbt's whole-file incremental: 2.5 s
-    // → 1.64–1.68 s; at 8 KiB blocks it stays within the noise, 1.4–1.7 s).
+    // inputs) and copying them: a whole read of an already stored file at 4 KiB blocks takes about a
+    // third less time in two tasks (bench:cbt's whole-file incremental).
     const stripe = Math.max(1, Math.floor(stripeBytes / blockSize!));
     const settled = await Promise.allSettled(
       Array.from({ length: parts }, (_, part) =>

@@ -48,7 +48,7 @@ export interface BackupRunResult extends BackupResult {
 }
 
 /** Tasks in flight per worker: one reading while the other waits on CPU (a third per worker only held
- *  another 8 MiB read block each, ~30 MB more peak RSS at the same speed in `npm run bench`). */
+ *  another 8 MiB read block each: more peak RSS at the same speed in `npm run bench`). */
 const TASKS_PER_WORKER = 2;
 
 export async function backup(repo: Repository, options: BackupOptions): Promise<BackupRunResult> {
@@ -92,7 +92,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     const workerPool = pool;
     ledger = new BufferLedger((ab) => workerPool.spares.keepSealed(ab));
     await repo.loadIndex(true); // pick up what other writers added
-    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent);
+    const parent = opts.forceFull ? undefined : await findParent(repo, host, sources, opts.parent, log);
     const hint = opts.changeHint && parent && !opts.forceFull ? new HintPlan(opts.changeHint) : undefined;
     // the mass-change alarm learns what changed from the walk (engine/alarm; nothing to compare without a parent)
     const watch = (run.watch = parent

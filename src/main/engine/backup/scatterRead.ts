@@ -5,8 +5,8 @@
  * Node's fs reads go to the libuv pool one call at a time. For thousands of small random reads that is
  * slow on a two-core PC: every submission wakes a pool thread, which preempts the JavaScript thread
  * issuing the reads, so the reads spend longer being scheduled than the disk takes to answer them
- * (`npm run bench:cbt`: reads waited 2.3–3.3 ms each at 32 in flight while the disk answered in about
- * 0.2 ms and was busy for a third of the time). The native addon (native/fsmeta, readScattered) takes a
+ * (`npm run bench:cbt`: at 32 in flight a read waited about ten times as long as the disk took to
+ * answer it, and the disk sat idle most of the time). The native addon (native/fsmeta, readScattered) takes a
  * whole batch in one call and keeps `depth` reads in flight with threads of its own. Without the addon
  * (not built, Windows) the same batch is read with fs reads, `depth` at a time: always correct, slower.
  */
@@ -61,8 +61,8 @@ const aioDefault = process.env.TIDEMARK_NO_AIO !== '1';
  *
  * A file opened with O_DIRECT (pieces and buffer aligned) is read by the addon with Linux's AIO: the
  * whole batch in flight at once from one thread, where threads blocking in pread cost two context
- * switches a piece (`npm run bench:cbt`: its incremental 314–345 → 262–307 ms; that incremental's
- * system time, measured in a loop of it, 96–135 → 54–81 ms for 5,200 8 KiB blocks). Files read through the page cache keep the threads (AIO would read them one by one).
+ * switches a piece (`npm run bench:cbt`: a faster incremental, with about half the system time). Files
+ * read through the page cache keep the threads (AIO would read them one by one).
  */
 export async function readScattered(
   fd: number,
@@ -135,7 +135,7 @@ export type FileRead =
  * bytes (its expected size + 1 shows that it grew), and fstat()s each after reading. The native addon
  * keeps `depth` files in flight on threads of its own: a backup's small files were read one synchronous
  * open/read/close at a time per worker, two reads in flight on a two-core PC, and a cold read of the
- * bench dataset's 30,000 small files waits on the disk (1.66 s at two at a time, 0.90 s at 32). On Linux
+ * bench dataset's 30,000 small files waits on the disk (at 32 in flight about half as long as at two). On Linux
  * it reads them through an io_uring instead (`ring`, the default where the kernel allows one: fewer
  * requests to the disk, less CPU; see native/fsmeta ReadFiles). Without the addon (Windows, not built)
  * the same is done synchronously, one file after another. `via` says which way was taken.

@@ -23,8 +23,8 @@ import { ByteBudget } from './limits.js';
 import type { BackupRun } from './run.js';
 
 /** Bytes of new chunks waiting to be sealed by any worker before the readers pause. 8 MiB (four 2 MiB
- *  groups) keeps two workers busy: 24 MiB was no faster in `npm run bench` and held 70–100 MB more at the
- *  peak when the engine's threads ran unhindered (real-time priority). */
+ *  groups) keeps two workers busy: three times that was no faster in `npm run bench` and held tens of MB
+ *  more at the peak when the engine's threads ran unhindered (real-time priority). */
 export const SEAL_BUDGET_BYTES = 8 * 1024 * 1024;
 /** Raw chunks are sealed in groups of about this many bytes (one task each). */
 const SEAL_GROUP_BYTES = 2 * 1024 * 1024;

@@ -5,15 +5,14 @@
  * A full backup reads gigabytes the user will not open again soon. Read through the page cache they
  * push the user's own working set out of memory (the PC feels slow after a backup) and cost the kernel
  * a page allocation and a copy per page; on a VM whose freed memory goes back to the host, a fault on
- * the host as well: right after the page cache was dropped, reading a 1 GiB file cost 1.43 s of system
- * time buffered and 0.05 s direct (0.42 s buffered when the memory had been used just before).
+ * the host as well: read directly, a large file costs a small fraction of that system time.
  *
  * Direct reads go 1 MiB at a time, at 1 MiB offsets, into an aligned buffer (../aligned.ts), and are
  * copied out to the caller (4 MiB stages were no faster and held more memory); a caller whose buffer is
  * aligned itself gets them there directly (readAligned). Only on local disk
- * filesystems (../aligned.ts, directIoFilesystem): a source on a NAS share is read through the cache. After a full backup of
- * the bench dataset 303 of its 1,064 MiB sit in the page cache (its small files) instead of all of it,
- * and the backup takes ~0.3–0.6 s less system time. Where the platform has no O_DIRECT, the filesystem refuses it (EINVAL: some
+ * filesystems (../aligned.ts, directIoFilesystem): a source on a NAS share is read through the cache. After a full backup
+ * only the small files sit in the page cache, and the backup takes less system time (docs/performance.md).
+ * Where the platform has no O_DIRECT, the filesystem refuses it (EINVAL: some
  * network and FUSE filesystems) or aligned memory cannot be had, the file is read through the page
  * cache as before. Dirty pages of a file being written are written back by the kernel before a direct
  * read of them, so what is read is what a buffered read would return.
@@ -113,8 +112,8 @@ export class SourceReader {
   /**
    * Like read, into memory the caller took from takeAligned (../aligned.ts): where `offset` is a multiple
    * of ALIGN and the stage is empty, a direct read lands there (up to `length` rounded down to a multiple
-   * of ALIGN), with no copy out of the stage. Large files' bytes were copied once more that way: ~0.3
-   * CPU-s of a full backup of the bench dataset (perf: memmove in Buffer.copy from SourceReader.read).
+   * of ALIGN), with no copy out of the stage. Otherwise large files' bytes are copied once more (perf: a
+   * noticeable share of a full backup's CPU in memmove, Buffer.copy from SourceReader.read).
    */
   async readAligned(into: Buffer, offset: number, length: number): Promise<number> {
     if (!this.stage || this.from !== this.to || offset % ALIGN !== 0 || length < ALIGN)
@@ -155,8 +154,8 @@ export class SourceReader {
 /**
  * The file a block file's blocks are read from (a VM disk, a database), all of them or the changed
  * ones, at positions. Past the page cache like SourceReader — a first backup of a 40 GB VM disk read
- * through the cache would push the user's working set out of memory, and reading 1% of a 2 GiB file's
- * pages cost 37–53 ms of system time direct vs ~71 ms through the cache (`npm run bench:cbt`) — into
+ * through the cache would push the user's working set out of memory, and scattered reads of a few of a
+ * file's pages cost less system time direct than through the cache (`npm run bench:cbt`) — into
  * aligned buffers it hands out; through the cache where that cannot be, or after a refused read.
  */
 export class BlockSource {

@@ -25,15 +25,25 @@ function sameSources(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((p, i) => p === b[i]);
 }
 
-/** Finds the snapshot to compare with: the newest of this host with exactly these sources. */
+/**
+ * Finds the snapshot to compare with: the newest of this host with exactly these sources. A damaged
+ * snapshot file is passed over (logged): the backup then compares with an older one, or reads everything,
+ * rather than failing every night until the repository is repaired.
+ */
 export async function findParent(
   repo: Repository,
   host: string,
   paths: string[],
   explicit?: ID,
+  log?: (line: string) => void,
 ): Promise<SnapshotEntry | undefined> {
   if (explicit) return repo.loadSnapshot(explicit);
-  const all = await repo.listSnapshots();
+  const all = await repo.listSnapshots({
+    damaged: (id, err) =>
+      log?.(
+        `snapshot ${id.slice(0, 12)} is damaged and not used as the parent: ${err.message} (tidemark repair mends it)`,
+      ),
+  });
   const sorted = [...paths].sort();
   for (let i = all.length - 1; i >= 0; i--) {
     if (all[i].host === host && sameSources([...all[i].paths].sort(), sorted)) return all[i];

@@ -11,7 +11,8 @@ import { syncAlarms } from './alarms.js';
 
 /** What syncing needs from an open repository (repo.Repository satisfies it). */
 export interface SnapshotSource extends TreeSource {
-  listSnapshots(): Promise<SnapshotEntry[]>;
+  /** `damaged` receives the snapshots whose files cannot be read (left out of the list). */
+  listSnapshots(opts?: { damaged?: (id: string, err: Error) => void }): Promise<SnapshotEntry[]>;
   /** The mass-change alarms' dismissals (repo/holds.ts); absent: alarms are cached as undismissed. */
   listDismissals?(): Promise<AlarmDismissal[]>;
 }
@@ -22,6 +23,8 @@ export interface SyncResult {
   indexed: number;
   /** Totals over the snapshots indexed now. */
   index: IndexStats;
+  /** Snapshots whose files could not be read (kept as cached, if they were). */
+  damaged: string[];
 }
 
 export interface SyncOptions {
@@ -48,9 +51,12 @@ async function syncLocked(
   source: SnapshotSource,
   opts: SyncOptions,
 ): Promise<SyncResult> {
-  const snapshots = await source.listSnapshots();
+  // a damaged snapshot file does not stop the others' sync; its cached row stays (check reports it, and
+  // repair replaces or drops the snapshot, after which it is gone from the repository and from here)
+  const damaged: string[] = [];
+  const snapshots = await source.listSnapshots({ damaged: (id) => damaged.push(id) });
   syncAlarms(catalog, repositoryId, snapshots, (await source.listDismissals?.()) ?? []);
-  const inRepo = new Set(snapshots.map((s) => s.id));
+  const inRepo = new Set([...snapshots.map((s) => s.id), ...damaged]);
   const cached = catalog.listSnapshots(repositoryId);
   const cachedIds = new Set(cached.map((s) => s.snapId));
   const gone = cached.filter((s) => !inRepo.has(s.snapId)).map((s) => s.id);
@@ -86,7 +92,7 @@ async function syncLocked(
   }
   if (gone.length) catalog.files.gc();
   catalog.markSynced(repositoryId);
-  return { added, removed: gone.length, indexed, index: total };
+  return { added, removed: gone.length, indexed, index: total, damaged };
 }
 
 /** Indexes one cached snapshot and marks it indexed. */

@@ -2,7 +2,7 @@
  * Compression of blobs with zstd. A chunk is stored compressed only when that saves at least 3%:
  * zstd gives up on random data at well over 1 GB/s, so trying costs little, and already-compressed
  * files (media, archives) are stored raw and never pay a decompression on restore.
- * The default level (src/shared/compression.ts, where the measurements are) is 2.
+ * The default level (src/shared/compression.ts says why) is 2.
  */
 import { Compressor, Decompressor } from 'zstd-napi';
 import { createRequire } from 'node:module';
@@ -69,8 +69,8 @@ export class CompressionProbe {
 /**
  * Whether a large buffer is worth a compression attempt, judged from PROBE_SAMPLES evenly spaced 32 KiB
  * samples (an eighth of the buffer apart): true when any of them compresses. A block file's list of random
- * block IDs (8 MiB for 256 Ki blocks) does not, and zstd took ~7 ms of the event loop to find that out on
- * every incremental (bench:cbt's). A list that repeats one ID (a sparse VM disk's zero blocks) over a run
+ * block IDs (8 MiB for 256 Ki blocks) does not, and zstd held the event loop several ms to find that out
+ * on every incremental. A list that repeats one ID (a sparse VM disk's zero blocks) over a run
  * longer than an eighth of it has a sample in that run; shorter runs may be missed, and the list is then
  * stored raw. Buffers under 1 MiB are always tried.
  */
@@ -128,8 +128,8 @@ export function scratchOf(kept: Buffer | undefined, size: number, cap: number): 
  * above) and, when a context's workspace stays over three times what its inputs need for 128 calls, frees
  * it and maps a new one the next time a larger input comes: fresh memory, a page fault per page as the
  * tables are zeroed. One context for all inputs under 128 KiB still did that as small files of 1–16 KiB
- * came mixed (`npm run bench`'s full backup, CLI: ~26,000 page faults in zstd's table reset, ~2,600 with a
- * context per doubling up to 16 KiB, one up to 128 KiB and one above). Seven contexts per thread and level.
+ * came mixed (a full backup faulted tens of thousands of pages in zstd's table reset, a tenth of that with
+ * a context per doubling up to 16 KiB, one up to 128 KiB and one above). Seven contexts per thread and level.
  */
 function cctxFor(level: number, size: number): InstanceType<Binding['CCtx']> {
   const sizeClass =
@@ -155,8 +155,8 @@ export const compressBound = (size: number): number => zstd.compressBound(size);
 export function compressInto(data: Uint8Array, level: number, out: Uint8Array): number {
   if (level <= 0 || data.length < 64) return 0;
   // Compressed in full, then judged: giving zstd only the bytes the saving allows made it fail with an
-  // exception on every incompressible block, which cost more than the compression (5,200 random 8 KiB
-  // blocks: 55 ms vs 28 ms; random 1 MiB chunks: no slower in full).
+  // exception on every incompressible block, which cost more than the compression (about twice the time
+  // for random 8 KiB blocks; random 1 MiB chunks are no slower in full).
   const n = cctxFor(level, data.length).compress2(out, data);
   return n > Math.floor(data.length * (1 - MIN_SAVING)) ? 0 : n;
 }

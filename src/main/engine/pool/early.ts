@@ -15,7 +15,7 @@ import os from 'node:os';
  * A worker's JS heap is tiny, but the buffers it allocates (chunks, compressed and sealed copies) are
  * freed only when a collection finds them dead; with V8's default young generation that happens
  * rarely and dead buffers pile up (tens of MB per worker). A small young generation collects them
- * soon after they die: the full backup's peak RSS fell by ~40 MB in `npm run bench`, at no measured cost.
+ * soon after they die: a full backup's peak RSS is tens of MB lower, at no measured cost.
  */
 const WORKER_YOUNG_GENERATION_MB = 2;
 

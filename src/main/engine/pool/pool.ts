@@ -140,9 +140,8 @@ export class WorkerPool {
     // files counts as FILE_LOAD more CPU tasks however many files it has (they mostly wait for I/O or
     // replies, so counting each would send compression to a busy thread): while one worker reads a file
     // the other one is idle, the idle one takes most of the sealing instead of every other segment, which
-    // took CPU from the reads and hashing everything waits for (bench:cbt's incremental of one block
-    // file repeated 12 times in one process with a warm pool, a loop not kept in the repository: mean
-    // 241 → 227 ms). Where every worker reads files it changes nothing.
+    // took CPU from the reads and hashing everything waits for (a block file's incremental is a few
+    // percent faster). Where every worker reads files it changes nothing.
     const cpu = task.op === 'seal' || task.op === 'sealSegment' || task.op === 'decode';
     const load = (w: PooledWorker) => w.cpu + (w.inflight > w.cpu ? FILE_LOAD : 0);
     const pw = cpu

@@ -5,32 +5,27 @@
  * Buffers of whole MiBs to seal into and to read small files into, used again instead of freed. A fresh
  * multi-MiB buffer is fresh memory from the kernel (the engine maps large allocations and unmaps them when
  * freed): AES writing sealed blobs into new buffers, reading small files into new ones and unmapping them
- * afterwards were ~0.5 CPU-s of a full backup of `npm run bench`'s dataset (perf: 346,000 page faults, then
- * ~180,000). A sealed segment's buffer comes back from the main thread once its blobs are copied into their data
+ * afterwards cost a full backup about half a CPU-second, most of it page faults (perf). A sealed
+ * segment's buffer comes back from the main thread once its blobs are copied into their data
  * pack's buffer, or once a pack holding one as a view is written (./ledger.ts, SpareBuffers.keepSealed), with
  * a later task (ToWorker.spares) or dedup answer (QueryReply.scratch); a small-file batch's read buffer is
  * free as soon as it is sealed.
  * Every buffer from 128 KiB on (glibc maps those afresh, see bin/malloc-env.mjs) gets whole MiBs: a batch
- * of small files (0.1–0.5 MiB read, as much sealed) used to get exactly its size, a buffer no later batch
- * fitted, so each batch mapped two new ones. With that and room for six buffers here (and 32 at the main
- * thread) the buffers come back in time: a CLI full backup of the bench dataset faulted 114,000–127,000
- * pages instead of 171,000–186,000 and took 6.7–7.1 s instead of 7.2–7.5 s (five runs alternating, with
- * zstd's contexts by size, compress/index.ts cctxFor), peak RSS ~265 MB instead of ~245.
- * Later, counted per worker: ~130 of ~470 buffers were still fresh ones, most while six or more kept ones
- * sat here too large for the request (over twice its size) or just after a pack's worth had come back at
- * once and all but six were let go. A kept buffer up to four times the request's size serves it, and up to
- * 16 (64 MiB) are kept: ~50 fresh of ~470, a CLI full backup faulting 84,000–88,000 pages instead of
- * 104,000–106,000, 6.72–7.14 s instead of 7.03–7.26 (three pairs alternating), at a peak RSS of 263–274 MB
- * instead of 233–238 (the buffers it keeps have been written to whole).
+ * of small files (0.1–0.5 MiB read, as much sealed) given exactly its size would get a buffer no later
+ * batch fits, so each batch would map two new ones; in whole MiBs the buffers come back in time.
+ * A kept buffer up to four times the request's size serves it: with only close fits, a worker still took
+ * a fresh buffer for a large share of its requests while kept ones sat here too large. Keeping buffers
+ * costs some peak RSS (a kept buffer has been written to whole), paid for in fewer faults and a faster
+ * full backup (docs/performance.md).
  */
 import { discardBuffer } from '../bufferPool.js';
 import { WORKER_SCRATCH_BYTES } from './wire.js';
 
 const scratch: ArrayBuffer[] = [];
 const MAX_SCRATCH = 16;
-// 64 MiB before fresh buffers came in huge pages (hugeShaped below): with those a fresh buffer is cheap
-// enough that keeping half as much made no difference in time or faults, and ~10 MB less peak RSS; 16
-// MiB since sealed buffers come back as soon as their blobs are in a pack's buffer (repo/pack.ts)
+// 16 MiB: with fresh buffers in huge pages (hugeShaped below) a fresh buffer is cheap enough that
+// keeping more made no difference in time or faults, only in peak RSS; and sealed buffers come back as
+// soon as their blobs are in a pack's buffer (repo/pack.ts)
 const MAX_SCRATCH_BYTES = WORKER_SCRATCH_BYTES; // shared with the pool, which moves no more (FromWorker.room)
 export const scratchRoom = () =>
   Math.max(0, MAX_SCRATCH_BYTES - scratch.reduce((n, b) => n + b.byteLength, 0));
@@ -38,10 +33,9 @@ const MiB = 1024 * 1024;
 /** The capacity a buffer of `size` bytes gets: the exact size below 128 KiB, else whole 2 MiB less 4 KiB
  *  (hugeShaped) when at least 60% of that is used, else whole MiBs. A huge page is resident whole once
  *  touched at all, and sealed buffers were held until their pack was written (since repo/pack.ts gathers
- *  data packs, until their blobs are copied): whole 2 MiB for every size
- *  from 1 MiB on took a full backup of the bench dataset to 272-310 MB peak RSS (twelve runs), this rule
- *  to 267-291 (four runs alternating; 46,000-49,000 page faults instead of 38,000-41,000; at three
- *  quarters used or more, 51,000-58,000, about what whole MiBs alone cost). */
+ *  data packs, until their blobs are copied): whole 2 MiB for every size from 1 MiB on raised a full
+ *  backup's peak RSS, and at three quarters used or more it saved about no faults over whole MiBs alone;
+ *  60% keeps most of the saved faults at a lower peak. */
 const capacityFor = (size: number) => {
   if (size < 128 * 1024) return Math.max(1, size);
   const huge = hugeShaped(size);
@@ -51,8 +45,8 @@ const capacityFor = (size: number) => {
  * The smallest size of at least `size` bytes that glibc maps as whole 2 MiB: its chunk header and the
  * rounding to pages make a mapping 4 KiB larger than the request, and Linux places an anonymous mapping of
  * whole 2 MiB on a 2 MiB boundary, where (with the launchers' glibc.malloc.hugetlb=1, bin/malloc-env.mjs)
- * transparent huge pages back it. A fresh 2 MiB then costs one page fault instead of 512: here 8 fresh
- * buffers of 2 MiB were filled in 61-64 ms, of 2 MiB less 4 KiB in 10.6 ms.
+ * transparent huge pages back it. A fresh 2 MiB then costs one page fault instead of 512 (filling one is
+ * about six times faster than filling a buffer of exactly 2 MiB, which is mapped across two huge pages).
  */
 const hugeShaped = (size: number) => Math.ceil((size + 4096) / (2 * MiB)) * 2 * MiB - 4096;
 const isScratchShape = (n: number) => n >= MiB && (n % MiB === 0 || (n + 4096) % (2 * MiB) === 0);

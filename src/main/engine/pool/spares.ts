@@ -18,16 +18,15 @@ export interface SpareLimits {
 }
 
 /** Sealed-segment buffers kept for the workers: two per task that seals (a worker keeps up to 16, see
- *  ./scratch.ts). They come back in bursts, all of a pack's at once when it is written; with room for 16
- *  a full backup of the bench dataset dropped ~170 of them while later tasks found none to take (and
- *  sealed into fresh memory). */
+ *  ./scratch.ts). They come back in bursts, all of a pack's at once when it is written; with room for
+ *  only 16, a full backup dropped many of them while later tasks found none to take (and sealed into
+ *  fresh memory). */
 const MAX_SPARE_SEALED = 32;
-// 96 MiB before the workers' fresh buffers came in huge pages (./scratch.ts hugeShaped); since, half
-// of it made no difference in a full backup's time or faults (three runs each): 277-285 MB peak RSS
-// instead of 286-302. 16 MiB since data packs are gathered in buffers of their own (repo/pack.ts): a
-// sealed buffer comes back as soon as its blobs are copied, not once their pack is written, so fewer
-// are needed, and kept ones sat beside the packs' buffers (48 MiB here and 32 per worker: 309-313 MB
-// peak RSS; 16 and 16: 278-296; 8 and 8: 285-295, with more fresh buffers).
+// 16 MiB: with the workers' fresh buffers in huge pages (./scratch.ts hugeShaped) more made no
+// difference in a full backup's time or faults, only in peak RSS; and since data packs are gathered in
+// buffers of their own (repo/pack.ts), a sealed buffer comes back as soon as its blobs are copied, so
+// fewer are needed, while kept ones sit beside the packs' buffers (more raised peak RSS; less took more
+// fresh buffers for no lower peak).
 const MAX_SPARE_SEALED_BYTES = 16 * 1024 * 1024;
 const MAX_SPARE_SEGMENTS = 8;
 
@@ -83,9 +82,9 @@ export class SpareBuffers {
    * Up to n kept sealed-segment buffers for a worker (moved with a task, ToWorker.spares, or a dedup
    * answer, QueryReply.scratch), no more bytes than it has `room` for. A worker keeps
    * WORKER_SCRATCH_BYTES of them and lets the rest go (which was then freed only when its next collection
-   * found it: rarely, its heap is tiny; see discardBuffer since). Moved two at a time with every dedup
-   * answer, regardless, one worker let 138 MB of them go in a full backup of the bench dataset's large
-   * files, and peak RSS rose by ~60 MB when its reads got faster.
+   * found it: rarely, its heap is tiny; see discardBuffer). Moved two at a time with every dedup answer,
+   * regardless, a worker reading large files let a hundred MB or more of them go in a full backup, and
+   * peak RSS rose with its reading speed.
    */
   takeSealed(room: number, n: number): ArrayBuffer[] | undefined {
     const taken: ArrayBuffer[] = [];

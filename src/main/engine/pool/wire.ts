@@ -189,8 +189,8 @@ export interface BackupFileResult {
    *  read, in that order (TreeNode.blockIds). */
   blockIds?: Uint8Array;
   /** Fixed-size blocks given incremental: the indexes of the blocks read (ascending) and the file's
-   *  block count; every other block is the previous version's (a 2 GiB file had 256 Ki blocks of 8 KiB
-   *  then: the whole list each way cost ~20 ms on every incremental of it). */
+   *  block count; every other block is the previous version's (moving a 2 GiB file's whole list each
+   *  way cost ~20 ms on every incremental of it). */
   readBlocks?: Uint32Array;
   blockCount?: number;
   bytesRead: number;
@@ -241,7 +241,7 @@ export type FromWorker =
  * ---- decode tasks: their blobs in flat arrays ----------------------------------------------------
  * The blobs of a decode task (restore, check --read-data) in a few flat arrays instead of an object per
  * blob and per file. A range of a pack of small files holds ~3,000 blobs: cloned between threads as
- * objects (an object per blob, one per file to write, a view per path) it took 3-6 µs per blob on each
+ * objects (an object per blob, one per file to write, a view per path) it took a few µs per blob on each
  * side, a tenth of what restoring such a file costs; typed arrays are moved, not cloned. The worker reads
  * the arrays in place (the restore's worker side) and answers with the failures only.
  */

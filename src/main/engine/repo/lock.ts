@@ -18,8 +18,8 @@ import { loadJson, saveJson } from './objects.js';
 import { RepoLockedError } from '../errors.js';
 
 /** Lock objects are not fsynced: other processes see them without it, and after a crash of this computer
- *  a lock of ours is stale anyway. A backup's first write no longer waits for the disk (two fsyncs,
- *  5–10 ms here, more behind the block tracker's sync of the source filesystem). */
+ *  a lock of ours is stale anyway. A backup's first write does not wait for the disk (two fsyncs,
+ *  milliseconds each, more behind the block tracker's sync of the source filesystem). */
 const LOCK_SAVE: SaveOptions = { ephemeral: true };
 
 export interface LockInfo {

@@ -99,11 +99,11 @@ export interface FinishedPack {
  *
  * With `gather`, blobs are copied into one aligned buffer for the pack (../aligned.ts, kept from pack to
  * pack), the header after them: the caller's buffers are free as soon as `add` returns, and the pack is
- * one aligned piece that a local repository writes past the page cache in one call (backend/local/direct.ts;
- * it copied the pieces into a 1 MiB stage before, so nothing is copied more). A backup's sealed buffers
- * otherwise stayed on the main thread until their pack was written: ~40-95 MB of them at a time, whose
- * comings and goings made V8 collect the main thread's heap every ~100 ms ("external memory pressure":
- * 60 scavenges and 17 mark-compacts, ~0.3 s of pauses, in a full backup of the bench dataset). A blob
+ * one aligned piece that a local repository writes past the page cache in one call (backend/local/direct.ts,
+ * which would otherwise copy the pieces into a stage, so nothing is copied more). A backup's sealed
+ * buffers otherwise stay on the main thread until their pack is written: tens of MB of them at a time,
+ * whose comings and goings make V8 collect the main thread's heap every ~100 ms ("external memory
+ * pressure": two to three times the mark-compacts, and their pauses, in a full backup). A blob
  * that does not fit in what is left of the buffer, and every one after it, is kept as a view (a part of
  * its own) as without `gather`.
  */
@@ -134,8 +134,8 @@ export class PackBuilder {
 
   /**
    * Blobs that follow each other in memory (the views of one sealed segment: a block file's 8 KiB blocks,
-   * a batch of small files) are kept as one part and hashed in one call: hashing 5,200 blobs of 8 KiB one
-   * call each took 33 ms, in one call 6 ms (and the gathered write has fewer pieces). A part is hashed
+   * a batch of small files) are kept as one part and hashed in one call: hashing 8 KiB blobs one call
+   * each cost about five times as much (and the gathered write has fewer pieces). A part is hashed
    * once the next blob does not continue it, the last one when the pack is finished.
    * Returns true when the blob starts a part of its own (the pack refers to its buffer from now on); a
    * blob copied into the pack's buffer returns false.

@@ -45,11 +45,10 @@ export const DEFAULT_PACK_WRITES = 2;
 /**
  * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
  * JavaScript objects each; a block file's list counts as its bytes / 800 more, so one list of 512 Ki
- * blocks, 16 MiB, fits). It was 100,000: a no-change backup of 1,000,000 files peaked at 401–411 MiB, of which
- * ~40 MB were cached trees the walk never asked for again, ~4× that with V8's heap growth; at 24,000 it
- * peaked at 271–293 MiB in 9.9–11.2 s (9.7–9.9 s before, on a noisy machine; CLI with
- * `TIDEMARK_BENCH_STATS`). A restore of the bench dataset took as long (each tree is read once; tree
- * packs stay cached, see treePackOf).
+ * blocks, 16 MiB, fits). A larger cache mostly held trees a no-change backup's walk never asks for
+ * again (each counted ~4× with V8's heap growth), raising a million-file backup's peak RSS by almost half;
+ * this one costs no measurable speed there nor in a restore (each tree is read once; tree packs stay
+ * cached, see treePackOf).
  */
 const TREE_CACHE_WEIGHT = 24_000;
 
@@ -322,9 +321,9 @@ export class Repository {
   /**
    * How large the next pack of this type may grow. Data packs start at 4 MiB and double every second
    * pack up to the configured size (16 MiB): an incremental's few tens of MB reach the disk while it is
-   * still reading, instead of mostly after its last read (a block-tracked night of `npm run bench:cbt`
-   * wrote two 16 MiB packs late and the rest at the end); a full backup's first 24 MiB take four packs
-   * instead of two. Trees: 4 MiB.
+   * still reading, instead of mostly after its last read (at 16 MiB from the start, a block-tracked night
+   * wrote nearly all of its packs at the end); a full backup's first 24 MiB take four packs instead of
+   * two. Trees: 4 MiB.
    */
   private packTarget(type: BlobType): number {
     const full = this.config.packSize;
@@ -536,8 +535,8 @@ export class Repository {
     if (inParts.length && opts.joinLists === false) return tree;
     for (const n of inParts) await this.joinBlockList(n, `tree ${id.slice(0, 12)}`);
     if (opts.cache === false) return tree;
-    // Bounded by weight, not trees: a no-change backup of 1,000,000 files in 10,500 folders kept every
-    // folder's tree and peaked at 533 MiB.
+    // Bounded by weight, not trees: a count of trees let a no-change backup of 1,000,000 files in 10,500
+    // folders keep every folder's tree, hundreds of MiB.
     const weight = treeWeight(tree);
     if (weight <= TREE_CACHE_WEIGHT && !this.treeCache.has(id)) {
       for (const [old, t] of this.treeCache) {
@@ -574,7 +573,14 @@ export class Repository {
     return id;
   }
 
-  async listSnapshots(): Promise<SnapshotEntry[]> {
+  /**
+   * The snapshots, oldest first. A damaged snapshot file (CorruptObjectError) fails the listing, as
+   * pruning and retention need every snapshot to know what is still used; a caller that only browses
+   * or looks for a parent passes `damaged` instead: the damaged ones are handed to it and left out.
+   */
+  async listSnapshots(
+    opts: { damaged?: (id: ID, err: CorruptObjectError) => void } = {},
+  ): Promise<SnapshotEntry[]> {
     const names: string[] = [];
     for await (const o of this.backend.list('snapshots')) names.push(o.name);
     const out: SnapshotEntry[] = [];
@@ -583,6 +589,7 @@ export class Repository {
         out.push({ ...(await loadJson<Snapshot>(this.backend, this.key, 'snapshots', name)), id: name });
       } catch (err) {
         if (err instanceof NotFoundError) return; // removed meanwhile by forget
+        if (err instanceof CorruptObjectError && opts.damaged) return opts.damaged(name, err);
         throw err;
       }
     });

@@ -99,7 +99,14 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
   try {
     await repo.loadIndex(true); // pick up what other writers added
     const oldIndexFiles = [...repo.indexFiles];
-    const snapshots = await repo.listSnapshots();
+    // every snapshot must be read to know what is used: a damaged one stops prune before it deletes anything
+    const snapshots = await repo.listSnapshots().catch((err: unknown) => {
+      if (!(err instanceof CorruptObjectError)) throw err;
+      throw new CorruptObjectError(
+        `${err.message}; prune deletes nothing until "tidemark repair" has mended the repository`,
+        { cause: err },
+      );
+    });
     const used = await usedBlobs(repo, snapshots, opts.signal);
     for (const id of used) {
       if (!repo.index.has(id))

@@ -7,8 +7,8 @@
  * each, node after node in the JSON's order. A tree without block lists is the JSON alone.
  *
  * Block lists in two parts: a long list (a 2 GiB file has 512 Ki blocks of 4 KiB, 16 MiB of IDs) changes
- * by a few thousand blocks a night, and writing it whole cost each block-tracked incremental of `npm run
- * bench:cbt` ~8 MiB (at 8 KiB blocks then) of encoding, hashing, sealing and writing. Such a node names a base list stored as a blob of its
+ * by a few thousand blocks a night, and writing it whole cost each block-tracked incremental megabytes
+ * of encoding, hashing, sealing and writing. Such a node names a base list stored as a blob of its
  * own (`"blockBase": <ID>`, `"blockCount": <blocks>`) and lists only the blocks that differ from it
  * (`"blockPatch": <entries>`, 36 bytes each in the binary part: index uint32 LE, ascending, then the ID).
  * Repository.loadTree joins the two into blockIds; prune and check count the base blob as used.

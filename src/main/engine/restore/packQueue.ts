@@ -5,8 +5,8 @@
  * when the walk ends or when the plan held passes `planLimit` (the planner then waits until half is
  * written: memory is bounded by that, not by the snapshot). Packs are queued whole, when complete, not
  * batch by batch: a large file's blobs lie in many packs, between other files' blobs, and reading a
- * pack's part for each batch reads ranges again (batches cut at 16-256 MiB made the bench's restore read
- * 21% more bytes in 3x the ranges and take 10-20% longer). On the bench's dataset 19 of 37 packs are
+ * pack's part for each batch reads ranges again (cutting batches made the bench's restore read a fifth
+ * more bytes in three times the ranges, and take longer). On the bench's dataset half of the packs are
  * complete after its first files (large ones).
  * Also the restore's coordination: the first failure of any stage, and a notice whenever something any
  * stage may wait for changed.
@@ -19,10 +19,9 @@ import { BULK_BLOB, type PackJob, type PackPlan, type PlannedFile } from './plan
 import type { RestoreRun } from './run.js';
 
 /** Loops taking queued packs, each handing one range at a time to the workers, and how many may be on
- *  bulk packs while packs of small files wait (see take). CLI restore of the bench dataset, six runs
- *  alternating: three loops in queue order 3.14-3.71 s (mean 3.44), four with at most one or two on bulk
- *  packs while others wait 2.85-3.40 (3.19 either way); five loops in queue order were no faster than
- *  three. */
+ *  bulk packs while packs of small files wait (see take). Four: fewer left the disk idle between packs,
+ *  more were no faster; and while two loops are on packs of large blobs (mostly disk), a free loop takes
+ *  a waiting pack of small files (mostly CPU) first, so the two overlap (docs/performance.md). */
 export const RESTORE_LOOPS = 4;
 const BULK_LOOPS = 2;
 
@@ -94,8 +93,8 @@ export class PackQueue {
    * Adds the blobs a file needs (and where in it each goes) to the plans of their packs, queueing each
    * pack whose every data blob is now asked for; fails the file if a blob is missing from the index
    * (nothing of it is planned then). Synchronous: V8 compiles this hot loop on its own, where inside a
-   * large async function it cost ~0.2 s of compile time on a helper thread (`node --trace-opt`, a CLI
-   * restore of the bench dataset).
+   * large async function it cost a helper thread a large share of a restore's compile time (`node
+   * --trace-opt`).
    */
   plan(f: PlannedFile, node: TreeNode): void {
     const { pending, repo } = this;

@@ -7,8 +7,8 @@
  * change them), and close it. Never follows a symlink at its path (O_NOFOLLOW).
  *
  * native/fsmeta's writeWhole does all of that in one call; Node's fs took six calls per file, most of their
- * cost in JavaScript: a CLI restore of the bench dataset took 3.17–3.59 s with it, 3.57–4.07 s without
- * (three pairs alternating). Without the addon (not built, Windows, TIDEMARK_NO_NATIVE_WRITES=1) Node's
+ * cost in JavaScript: with the addon a restore of the bench dataset is about a tenth faster
+ * (docs/performance.md). Without the addon (not built, Windows, TIDEMARK_NO_NATIVE_WRITES=1) Node's
  * fs does the same, and errors read the same either way (`EEXIST: file already exists, open '…'`).
  */
 import {

@@ -17,8 +17,8 @@ import { nameFields, type EntryStat } from './stat.js';
 /**
  * The tree node of an entry, from its name and lstat. Built as one object literal with the name's fields
  * set after it: spreading nameFields() into the literal made V8 take its slow path for every property
- * after the spread, ~10 µs a node (0.3–0.4 s of the main thread in a full backup of `npm run bench`'s
- * 30,000 files), against ~0.2 µs this way. (Key order does not matter: encodeTree writes a fixed one.)
+ * after the spread, ~10 µs a node (a noticeable share of the main thread's work in a full backup),
+ * against ~0.2 µs this way. (Key order does not matter: encodeTree writes a fixed one.)
  */
 export function metadataNode(raw: Buffer, st: EntryStat): TreeNode {
   const type = st.type;

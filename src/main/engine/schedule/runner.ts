@@ -396,6 +396,11 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         log(
           `catalog: ${sync.added} snapshot(s) added, ${sync.removed} removed, ${sync.index.newEntries} entries indexed`,
         );
+        for (const id of sync.damaged)
+          problems.push({
+            severity: 'warning',
+            message: `snapshot ${id.slice(0, 12)} is damaged (its file in the repository cannot be read): check and repair the repository`,
+          });
       } catch (err) {
         if (signal.aborted) throw err;
         problems.push({

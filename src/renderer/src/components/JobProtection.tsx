@@ -111,6 +111,8 @@ export function RepairButton({ job, damaged }: { job: JobSummary; damaged: boole
   const result = useProtection((s) => s.repairs[job.id]);
   const repair = useProtection((s) => s.repair);
   const [started, setStarted] = useState(false);
+  const appendOnly = job.destination.kind === 'local' && !!job.destination.appendOnly;
+  const [password, setPassword] = useState('');
   const phases: Record<string, string> = {
     packs: 'Reading and verifying every pack',
     snapshots: 'Walking the snapshots',
@@ -138,10 +140,10 @@ export function RepairButton({ job, damaged }: { job: JobSummary; damaged: boole
               {!started || !result ? (
                 <button
                   className="button primary"
-                  disabled={running}
+                  disabled={running || (appendOnly && !password)}
                   onClick={() => {
                     setStarted(true);
-                    void repair(job.id);
+                    void repair(job.id, appendOnly ? password : undefined).then(() => setPassword(''));
                   }}
                 >
                   {running ? 'Repairing…' : 'Repair now'}
@@ -161,13 +163,27 @@ export function RepairButton({ job, damaged }: { job: JobSummary; damaged: boole
           ) : started && result ? (
             <RepairResult r={result} />
           ) : (
-            <p>
-              Repair reads every pack of this job&apos;s repository, copies what is sound out of damaged
-              packs, reads lost pieces again from the files on this computer where they have not changed,
-              writes a new index, and saves damaged snapshots again without what cannot be saved. Damaged
-              objects are removed only after their replacements are written. Backups of this repository wait
-              while it runs.
-            </p>
+            <>
+              <p>
+                Repair reads every pack of this job&apos;s repository, copies what is sound out of damaged
+                packs, reads lost pieces again from the files on this computer where they have not changed,
+                writes a new index, and saves damaged snapshots again without what cannot be saved. Damaged
+                objects are removed only after their replacements are written. Backups of this repository wait
+                while it runs.
+              </p>
+              {appendOnly ? (
+                <label className="field">
+                  <span>Maintenance password (this repository is append-only)</span>
+                  <input
+                    type="password"
+                    autoComplete="off"
+                    aria-label="Maintenance password"
+                    value={password}
+                    onChange={(e) => setPassword(e.target.value)}
+                  />
+                </label>
+              ) : null}
+            </>
           )}
         </Modal>
       ) : null}

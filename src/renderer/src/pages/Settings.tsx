@@ -3,8 +3,15 @@
 import { useEffect, useState } from 'react';
 import { useApp } from '../stores/app';
 import { useJobs } from '../stores/jobs';
-import { api, errorMessage, type AppInfo, type MaintenanceInfo } from '../api';
-import { dateTime } from '../format';
+import {
+  api,
+  errorMessage,
+  type AppInfo,
+  type CleanUpSummary,
+  type JobSummary,
+  type MaintenanceInfo,
+} from '../api';
+import { bytes, dateTime } from '../format';
 import { Field } from '../components/ui';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../../shared/compression';
 
@@ -97,7 +104,82 @@ function Maintenance() {
           </>
         )}
       </div>
+      {jobs.find((j) => j.id === id) ? <CleanUp job={jobs.find((j) => j.id === id)!} /> : null}
     </div>
+  );
+}
+
+/** "Clean up now": the job's retention applied and the space no snapshot needs freed, at once. An
+ *  append-only repository asks for its maintenance password (backups alone never delete there). */
+function CleanUp({ job }: { job: JobSummary }) {
+  const appendOnly = job.destination.kind === 'local' && !!job.destination.appendOnly;
+  const [password, setPassword] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [result, setResult] = useState<CleanUpSummary | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    setResult(null);
+    setError(null);
+    setPassword('');
+  }, [job.id]);
+  const run = async () => {
+    setBusy(true);
+    setError(null);
+    setResult(null);
+    try {
+      setResult(
+        await api.call('jobs.cleanUp', {
+          id: job.id,
+          maintenancePassword: appendOnly ? password : undefined,
+        }),
+      );
+      setPassword('');
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form
+      className="form-grid two"
+      aria-label="Clean up now"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void run();
+      }}
+    >
+      {appendOnly ? (
+        <Field label="Maintenance password" htmlFor="cleanup-password" hint="this repository is append-only">
+          <input
+            id="cleanup-password"
+            type="password"
+            autoComplete="off"
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+          />
+        </Field>
+      ) : null}
+      <div>
+        <button className="button" type="submit" disabled={busy || job.running || (appendOnly && !password)}>
+          {busy ? 'Cleaning up…' : 'Clean up now'}
+        </button>
+        <p className="muted small">
+          Applies this job&apos;s retention and frees the space no snapshot needs.
+        </p>
+      </div>
+      <div role="status" aria-label="Clean-up result">
+        {error ? <p className="error-banner">{error}</p> : null}
+        {result ? (
+          <p className="small">
+            Removed {result.snapshotsRemoved} snapshot(s), kept {result.snapshotsKept}
+            {result.snapshotsHeld ? ` (${result.snapshotsHeld} held by a mass-change alarm)` : ''}; freed{' '}
+            {bytes(result.bytesFreed)} ({result.packsRemoved} pack(s) removed, {result.packsRewritten}{' '}
+            rewritten).
+          </p>
+        ) : null}
+      </div>
+    </form>
   );
 }
 

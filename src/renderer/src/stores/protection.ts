@@ -14,7 +14,8 @@ interface ProtectionState {
   repairs: Record<string, RepairSummary>;
   loadTests(jobId?: string): Promise<void>;
   testRestore(jobId: string): Promise<void>;
-  repair(jobId: string): Promise<RepairSummary | null>;
+  /** `maintenancePassword`: an append-only repository's (repair removes what it replaced). */
+  repair(jobId: string, maintenancePassword?: string): Promise<RepairSummary | null>;
 }
 
 const fail = (err: unknown) => useApp.getState().toast('error', errorMessage(err));
@@ -42,10 +43,10 @@ export const useProtection = create<ProtectionState>((set) => ({
       set((s) => ({ testing: s.testing.filter((x) => x !== jobId) }));
     }
   },
-  async repair(jobId) {
+  async repair(jobId, maintenancePassword) {
     set((s) => ({ repairing: { ...s.repairing, [jobId]: null } }));
     try {
-      const r = await api.call('jobs.repair', { id: jobId });
+      const r = await api.call('jobs.repair', { id: jobId, maintenancePassword });
       set((s) => ({ repairs: { ...s.repairs, [jobId]: r } }));
       const app = useApp.getState();
       if (r.clean) app.toast('success', 'Nothing needed repairing');

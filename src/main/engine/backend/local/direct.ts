@@ -2,17 +2,16 @@
  * Writing pack files past the page cache (O_DIRECT, Linux).
  *
  * A backup writes hundreds of megabytes of packs that nothing will read soon. Written through the page
- * cache they push the user's own files out of memory (the PC feels slow after a backup: after a full
- * backup of the bench dataset all 544 MiB of its packs sat in the cache, direct none), and each page
- * costs the kernel a copy plus, on a VM whose freed memory goes back to the host, a fault on the host
- * the first time it is touched: right after the page cache was dropped, writing 544 MB alone cost
- * 1.2–1.4 s of system time buffered and 32–40 ms direct. In a whole backup (`npm run bench`'s dataset,
- * cache dropped first) that is ~0.35 s less system time and 2–4% less wall time.
+ * cache they push the user's own files out of memory (the PC feels slow after a backup: written
+ * directly, none of them stay in the cache), and each page costs the kernel a copy plus, on a VM whose
+ * freed memory goes back to the host, a fault on the host the first time it is touched: written directly
+ * they cost a small fraction of that system time, and a whole backup is a few percent faster
+ * (docs/performance.md).
  *
  * O_DIRECT wants the memory, file offset and length aligned to the device's logical block. Packs are
  * gathered from many blob buffers, so they are copied into a staging buffer from a WebAssembly memory
  * (page-aligned by construction: JavaScript cannot ask for aligned memory otherwise) and written 1 MiB
- * at a time (4 MiB stages held ~15 MB more at the backup's peak for no measurable speed), or, when the
+ * at a time (4 MiB stages held more memory at the backup's peak for no measurable speed), or, when the
  * pack was gathered in such memory already (repo/pack.ts, PackBuilder), written from it at once; the last
  * piece is padded to the block and the file cut back to its size. Only on a local disk's filesystem
  * (../../aligned.ts, directIoFilesystem); where the platform has no O_DIRECT (Windows, macOS), the

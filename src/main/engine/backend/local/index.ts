@@ -58,8 +58,7 @@ export const FOLDER_PACK_WRITES = 1;
 export class LocalBackend implements Backend {
   readonly location: string;
   /** One pack written at a time: a disk gains nothing from more, and each pack waiting to be written
-   *  holds its buffer (repo/pack.ts: ~17 MB; a full backup of the bench dataset peaked at 260-291 MB RSS
-   *  against 267-296 with two, four runs each, as fast). */
+   *  holds its buffer (repo/pack.ts: ~17 MB; two at a time were no faster and only raised peak RSS). */
   readonly writeConcurrency = FOLDER_PACK_WRITES;
   private readonly root: string;
   private readonly madeDirs = new Set<string>();

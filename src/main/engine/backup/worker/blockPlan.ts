@@ -21,13 +21,13 @@ export function extentOf(p: BlockRun, B: number, size: number): Piece {
  * own. Inside the large async backupFileBlocks they made V8 optimize all of it, on-stack replacement
  * included (~100 ms of a helper thread's time per incremental of a 2 GiB file, thrown away when a rarely
  * taken path deoptimized it, so paid again next run); on a two-core PC that is time the reads and the
- * hashing wait for. `node --trace-opt`, bench:cbt's incremental: ~150 → ~90 ms compiling per run.
+ * hashing wait for (`node --trace-opt` on bench:cbt's incremental shows the compile time).
  */
 
 /** Which blocks to read of a file of n blocks, in ascending order: all of them (undefined), or for an
  *  incremental the blocks the changed ranges touch and those the previous version does not have whole.
  *  Built from the ranges, not from a flag per block: an incremental of a 2 GiB file reads ~5,000 of its
- *  256 Ki blocks, and a loop over all of them ran ~15 ms before V8 had optimized it (`npm run bench:cbt`). */
+ *  256 Ki blocks, and a loop over all of them costs more than the reads it plans before V8 optimizes it. */
 export function blocksToRead(
   n: number,
   B: number,

@@ -32,8 +32,8 @@ export async function backupFileBlocks(
   const blocks = blocksToRead(n, B, size, inc); // undefined: all n (or this task's stripes of them)
   const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);
   // Direct reads of consecutive blocks go 1 MiB at a time, several in flight: without the kernel's
-  // read-ahead, two 4 MiB reads at a time took 1.8–2.0 s for a whole 2 GiB file, 1 MiB pieces 1.56–1.59 s
-  // (through the page cache: ~1.53 s; `npm run bench:cbt`, the whole-file incremental).
+  // read-ahead, two 4 MiB reads at a time read a whole file more slowly, 1 MiB pieces about as fast as
+  // through the page cache (`npm run bench:cbt`, the whole-file incremental).
   const maxPiece = src.direct ? Math.max(B, Math.min(PIECE, 1024 * 1024)) : PIECE;
   const striped = !inc && task.stripes ? stripedPieces(n, B, maxPiece, task.stripes) : undefined;
   const toRead = blocks ? blocks.length : striped ? striped.count : n;

@@ -24,10 +24,9 @@ function takeBlock(size: number): Buffer {
 function giveBlock(buf: Buffer): void {
   if (buf.length === READ_BLOCK && freeBlocks.length < 4) freeBlocks.push(buf);
 }
-/** A read block for direct reads (../aligned.ts: whole 64 KiB pages): the unfinished chunk (under
+/** A read block for direct reads (../../aligned.ts: whole 64 KiB pages): the unfinished chunk (under
  *  chunker.max) and at least 2 MiB more. Direct reads fill a block whole, where buffered ones stopped once
- *  chunker.max bytes were in it: with 8 MiB blocks a full backup of the bench dataset peaked at 272-284 MB
- *  RSS, with 6 MiB at 270-272 (three runs each), as fast. */
+ *  chunker.max bytes were in it: larger blocks only raised a full backup's peak RSS, at the same speed. */
 const alignedBlockBytes = () => Math.ceil((settings.chunker.max + 2 * MiB) / 65536) * 65536;
 
 export async function backupWholeFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
@@ -81,7 +80,7 @@ export async function backupWholeFile(taskId: number, task: BackupFileTask): Pro
       // The unfinished chunk (under chunker.max bytes) moves to the front, ending at an aligned offset
       // for direct reads, and the rest of the block is filled. Refilling only when no cut can be made
       // moves ~one chunk per block; refilling whenever under chunker.max was left moved up to 4 MiB per
-      // 4 MiB read (another ~0.25 CPU-s of memmove in a full backup of the bench dataset).
+      // 4 MiB read (a noticeable share of a full backup's CPU in memmove).
       const keep = end - start;
       const to = aligned ? (ALIGN - (keep % ALIGN)) % ALIGN : 0;
       if (keep && start !== to) buf.copy(buf, to, start, end);
@@ -101,8 +100,8 @@ export async function backupWholeFile(taskId: number, task: BackupFileTask): Pro
       after.size !== bytesRead || after.size !== task.size || !sameMtime(after.mtimeMs, task.mtimeMs);
     return { content, bytesRead, size: bytesRead, changedWhileReading, blobs: speculative };
   } finally {
-    // two aligned blocks kept (a worker reads two files at a time at most): four sat idle through the
-    // small files of a full backup of the bench dataset, 12 MiB of its peak RSS
+    // two aligned blocks kept (a worker reads two files at a time at most): more sit idle through a full
+    // backup's small files, in its peak RSS
     if (block && blockAligned) giveAligned(block, 2);
     else if (block) giveBlock(block);
     await fh.close();

@@ -43,7 +43,7 @@ export function decode(
 }
 
 /** Opens each blob of the task's batch (decrypt, decompress, check its ID) and writes the files made of it
- *  and the pieces it fills, reading the batch's arrays in place (./decodeBatch.ts); failures go in `failed`. */
+ *  and the pieces it fills, reading the batch's arrays in place (../../pool/wire.ts, DecodeBatch); failures go in `failed`. */
 function decodeBatch(task: DecodeTask, data: Uint8Array, writer: PartWriter, failed: DecodeFailures): void {
   const { count, blobs, ids, idsHex, writes, mtimes, parts, paths } = task.batch;
   const chown = !!task.chown;

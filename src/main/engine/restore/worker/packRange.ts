@@ -10,8 +10,9 @@ import { decode } from './decode.js';
 
 /**
  * A decode task whose pack range the worker reads itself (DecodeTask.file): the main thread, busy
- * planning a restore (its walk of ~30,000 files took ~0.7 s), stood between each range's open, read and
- * close and the next, and its ranges took 50-120 ms to read while it walked (2-6 ms after). Reading here
+ * planning a restore (its walk takes most of a second for the bench's ~30,000 files), stood between each
+ * range's open, read and close and the next, and a range took twenty times as long to read while it
+ * walked as after. Reading here
  * asynchronously, one task reads while another decodes. Into a buffer of the thread's, used again.
  */
 export async function decodeFile(
@@ -61,8 +62,8 @@ export async function decodeFile(
  * Reads [offset, offset + length) of a pack past the page cache (O_DIRECT: the whole blocks around it,
  * into aligned memory), or undefined where the filesystem refuses (EINVAL: never tried again in this
  * thread) or no aligned memory can be had. A restore reads each pack range once: through the cache,
- * the kernel filled a fresh page-cache page for every 4 KiB and copied it out (perf, restore of the bench
- * dataset: ~0.25 CPU-s in the reading threads' pread, near a fifth of what those threads spent).
+ * the kernel filled a fresh page-cache page for every 4 KiB and copied it out (perf: near a fifth of
+ * what the reading threads spent, in pread).
  */
 async function readDirect(
   file: string,

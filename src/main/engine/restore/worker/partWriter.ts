@@ -21,9 +21,9 @@ let directRefused = false; // the target's filesystem or device said no to O_DIR
  * blocks it covers written past the page cache (O_DIRECT), its partial first and last block through it.
  * The run is gathered into aligned memory at the position its file offset has within a block, so that
  * memory and file line up. Writing into the page cache is most of what a restore's workers spend: in the
- * VM the bench runs in each fresh page-cache page costs the host a fault (restore of the bench dataset,
- * perf: 35% of the workers' time in pwrite, 28% copying into fresh pages; `dd` of 512 MiB to the bench's
- * loop-mounted ext4: 0.54 s of system time buffered, 0.10 s direct, at ~1 GB/s either way). A block
+ * VM the bench runs in each fresh page-cache page costs the host a fault (perf: about a third of the
+ * workers' time in pwrite, most of it copying into fresh pages; written directly, the same bytes cost a
+ * fraction of that system time at the same speed). A block
  * written direct is written by no one else: runs never share one, and the partial blocks at their ends
  * always go through the cache.
  */
