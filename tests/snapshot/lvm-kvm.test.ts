@@ -9,11 +9,11 @@
 // - full (`npm run test:lvm`; the default where the guest runs on KVM): all of lvm.test.ts, udev in the
 //   guest. On an emulated CPU this takes about half an hour.
 // - provider: the provider's six tests on real volumes (thin, classic, overflow, XFS, dm-N, leftovers);
-//   about 5-9 minutes on an emulated CPU, most of it vitest starting up in the guest.
+//   9-19 minutes on an emulated CPU on the loaded shared machine, much of it vitest starting up.
 // - quick (the default where /dev/kvm cannot run Debian's kernel, as on these build machines: PVM, so the
 //   guest's CPU is emulated, TCG, 10-20 times slower): fixtures/lvm-quick.ts, the provider's thin and
 //   classic snapshots taken, read, checked and released, with node alone (no vitest to start), one vCPU,
-//   no udev; one to two minutes, most of it the guest booting.
+//   no udev; 99-209 s of test time on the loaded shared machine (load 14-25).
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -42,7 +42,7 @@ if (asked && !['full', 'provider', 'quick'].includes(asked))
   throw new Error(`TIDEMARK_KVM_LVM=${asked}: full, provider or quick`);
 const mode: Mode = (asked as Mode | undefined) ?? (accel === 'kvm' ? 'full' : 'quick');
 // a limit for hangs, not a speed check: on an emulated CPU on a loaded 2-core machine the provider's
-// tests took 9 minutes, the quick check 2-4
+// tests took 9-19 minutes, the quick check 2-3.5
 const limitS = { full: accel === 'kvm' ? 900 : 3600, provider: 1500, quick: 600 }[mode];
 const WHAT = {
   full: 'every test of lvm.test.ts',
