@@ -20,5 +20,5 @@ fi
 if grep -qw device-mapper /proc/misc 2>/dev/null; then
   echo "35-snapshot: btrfs and LVM snapshot tests can run"
 else
-  echo "35-snapshot: the kernel has no device-mapper: the LVM snapshot tests will skip (btrfs ones run)"
+  echo "35-snapshot: the kernel has no device-mapper: lvm.test.ts skips here and runs in the QEMU guest (36-kvm-guest.sh)"
 fi
