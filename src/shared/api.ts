@@ -132,6 +132,9 @@ export const jobOptionsSchema = z.object({
   /** Read limit in MB/s; 0 or absent: unlimited. */
   readLimitMBps: z.number().min(0).max(100_000).optional(),
   workers: z.number().int().min(1).max(64).optional(),
+  /** "Use less memory" (older PCs): backups and restores of the job run in the engine's low-memory mode
+   *  (one worker, fewer buffers: slower); absent: normal. */
+  memory: z.enum(['normal', 'low']).optional(),
   /** Read back and check the new snapshot after each backup. */
   verifyAfter: z.boolean().optional(),
   /** Back up VM disks, databases and mail stores (64 MiB+) in fixed-size blocks, so that incrementals
@@ -733,7 +736,9 @@ export interface RestoreStatus {
   filesDone: number;
   bytesDone: number;
   skipped: number;
+  /** The first errors (up to 1000: the app keeps no more); `errorCount` counts them all. */
   errors: { path: string; message: string }[];
+  errorCount?: number;
   error?: WireError;
 }
 

@@ -46,6 +46,7 @@ import {
 import type { Destination, Retention } from '../../shared/api.js';
 import { MemorySpeedTestStore, SpeedTests } from './speedtests.js';
 import { runSpeedTest } from '../engine/speedtest/index.js';
+import { dropOldFinished, KEPT_FINISHED, MAX_RESTORE_ERRORS } from './bounded.js';
 
 type Handlers = { [M in ApiMethod]: (args: ApiParsedArgs[M]) => Promise<ApiResults[M]> };
 
@@ -461,6 +462,7 @@ export class TidemarkApi {
     };
     const abort = new AbortController();
     this.restores.set(id, { status, abort });
+    dropOldFinished(this.restores, KEPT_FINISHED, (r) => r.status.status !== 'running');
     let lastEmit = 0;
     const emit = (force: boolean) => {
       const now = Date.now();
@@ -478,6 +480,7 @@ export class TidemarkApi {
           target,
           include: a.paths.filter((p) => p !== '/'),
           overwrite: a.overwrite,
+          memory: job.options.memory,
           signal: abort.signal,
           progress: (p) => {
             Object.assign(status, {
@@ -492,7 +495,10 @@ export class TidemarkApi {
         status.filesDone = Math.max(status.filesDone, result.filesRestored);
         status.bytesDone = Math.max(status.bytesDone, result.bytesRestored);
         status.skipped = result.skipped;
-        status.errors = result.errors.map((e) => ({ path: e.path, message: e.message }));
+        status.errors = result.errors
+          .slice(0, MAX_RESTORE_ERRORS)
+          .map((e) => ({ path: e.path, message: e.message }));
+        status.errorCount = result.errors.length;
         status.status = result.errors.length ? 'completed-with-errors' : 'completed';
       } catch (err) {
         const wire = toWire(err);

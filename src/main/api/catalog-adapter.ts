@@ -50,6 +50,8 @@ import {
 } from './destination.js';
 import { describeDestination } from '../../shared/destination.js';
 import { DEFAULT_COMPRESSION_LEVEL } from '../../shared/compression.js';
+import { BoundedSeries, boundSeries, mergeRunSamples, RUN_SAMPLES_MAX } from '../../shared/series.js';
+import { boundLog, MAX_RUN_WARNINGS } from './bounded.js';
 import type { Destination } from '../../shared/api.js';
 
 const iso = (ms: number | null | undefined) => new Date(ms ?? 0).toISOString();
@@ -155,6 +157,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
           ? j.options.readLimitBytesPerSec / (1024 * 1024)
           : undefined,
         workers: j.options.workers,
+        ...(j.options.memory === 'low' ? { memory: 'low' as const } : {}),
         verifyAfter: j.options.verifyAfterBackup,
         blockFiles: j.options.blockFiles,
         snapshot: j.options.snapshot,
@@ -192,6 +195,7 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
           ? Math.round(spec.options.readLimitMBps * 1024 * 1024)
           : undefined,
         workers: spec.options.workers,
+        memory: spec.options.memory === 'low' ? ('low' as const) : undefined,
         verifyAfterBackup: spec.options.verifyAfter,
         blockFiles: spec.options.blockFiles,
         snapshot: spec.options.snapshot,
@@ -328,9 +332,11 @@ export class CatalogJobs implements JobStore, RunStore, FileIndex {
     const problems = this.catalog.runProblems(n);
     return {
       ...this.summary(r, problems.filter((p) => p.severity === 'warning').length),
-      samples: this.catalog.runSamples(n).map(sample),
-      warningList: problems.map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
-      log: this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`),
+      samples: boundSeries(this.catalog.runSamples(n).map(sample), RUN_SAMPLES_MAX, mergeRunSamples),
+      warningList: problems
+        .slice(0, MAX_RUN_WARNINGS)
+        .map((p) => ({ path: p.path ?? '', reason: p.message, code: p.code })),
+      log: boundLog(this.catalog.runLog(n).map((l) => `${iso(l.t)} ${l.line}`)),
       ...(r.requests ? { requests: r.requests } : {}),
       ...(r.snapshots ? { snapshots: r.snapshots } : {}),
     };
@@ -431,7 +437,7 @@ interface LiveState {
   startedAt: number;
   phase: Phase;
   progress?: BackupProgress;
-  samples: RunSample[];
+  samples: BoundedSeries<RunSample>;
   previous?: { ms: number; bytes: number };
   full: boolean;
 }
@@ -457,7 +463,7 @@ export class CatalogRunner implements Runner {
         status: 'queued',
         startedAt: this.now(),
         phase: 'queued',
-        samples: [],
+        samples: new BoundedSeries<RunSample>(RUN_SAMPLES_MAX, mergeRunSamples),
         full: e.full,
         previous: this.previous(e.jobId),
       });
@@ -470,7 +476,7 @@ export class CatalogRunner implements Runner {
         status: 'running',
         startedAt: e.at,
         phase: 'starting',
-        samples: [],
+        samples: new BoundedSeries<RunSample>(RUN_SAMPLES_MAX, mergeRunSamples),
         full: e.full,
         previous: this.previous(e.jobId),
       };
@@ -484,6 +490,7 @@ export class CatalogRunner implements Runner {
       if (!l) return;
       l.progress = e.progress;
       l.phase = e.progress.phase;
+      // the chart's whole run in a bounded series (the catalog keeps every sample)
       if (e.sample) l.samples.push(sample(e.sample));
       this.push(e.runId, !!e.sample);
     });
@@ -584,7 +591,7 @@ export class CatalogRunner implements Runner {
       etaMs: etaMs === null ? null : Math.round(etaMs),
       elapsedMs,
       canPause: true,
-      samples: l.samples,
+      samples: l.samples.points,
     };
   }
 

@@ -20,6 +20,7 @@ import { toWire, ApiUsageError } from './errors.js';
 import { destinationLocation, destinationTarget } from './destination.js';
 import { describeDestination } from '../../shared/destination.js';
 import { nextRunAt, SimpleScheduler } from './schedule.js';
+import { BoundedSeries, mergeRunSamples, RUN_SAMPLES_MAX } from '../../shared/series.js';
 
 export type Emit = RunnerEmit;
 
@@ -33,11 +34,12 @@ export interface RunManagerDeps {
 }
 
 const SAMPLE_MS = 1000;
-const MAX_SAMPLES = 24 * 3600;
 const MAX_LOG = 2000;
 
 interface Live {
   run: RunDetail;
+  /** The run's throughput chart, whole and bounded (`run.samples` is its points). */
+  samples: BoundedSeries<RunSample>;
   progress: BackupProgress;
   abort: AbortController;
   gate: PauseGate;
@@ -161,8 +163,11 @@ export class RunManager implements Runner {
       warningList: [],
       log: [],
     };
+    const samples = new BoundedSeries<RunSample>(RUN_SAMPLES_MAX, mergeRunSamples);
+    run.samples = samples.points;
     const l: Live = {
       run,
+      samples,
       progress: newBackupProgress(),
       abort: new AbortController(),
       gate: new PauseGate(),
@@ -218,7 +223,9 @@ export class RunManager implements Runner {
         job: job.snapshotTag,
         tags: [`job:${job.name}`],
         forceFull: full,
-        workers: job.options.workers ?? settings.workers,
+        // low memory picks its own (fewer) workers unless the job names a number
+        workers: job.options.workers ?? (job.options.memory === 'low' ? undefined : settings.workers),
+        memory: job.options.memory,
         compressionLevel: job.options.compressionLevel ?? settings.compressionLevel,
         readLimitBytesPerSec: limit ? Math.round(limit * 1024 * 1024) : undefined,
         blockFiles: job.options.blockFiles === false ? false : {},
@@ -285,8 +292,7 @@ export class RunManager implements Runner {
   private sample(l: Live, final = false): void {
     const at = this.now();
     const dt = (at - l.last.at) / 1000;
-    if (dt <= 0 || (final && dt < 0.2 && l.run.samples.length > 0) || l.run.samples.length >= MAX_SAMPLES)
-      return;
+    if (dt <= 0 || (final && dt < 0.2 && l.run.samples.length > 0)) return;
     if (l.run.status === 'queued') return;
     const c = l.run.counters;
     const s: RunSample = {
@@ -296,7 +302,7 @@ export class RunManager implements Runner {
       filesPerSec: Math.max(0, (c.filesDone - l.last.filesDone) / dt),
       dedupRatio: c.bytesStored > 0 ? c.bytesDone / c.bytesStored : 0,
     };
-    l.run.samples.push(s);
+    l.samples.push(s);
     l.last = { at, bytesRead: c.bytesRead, bytesStored: c.bytesStored, filesDone: c.filesDone };
     if (!final) this.emitProgress(l, true);
   }

@@ -17,6 +17,15 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { WsClientMessage, WsServerMessage } from '../../shared/api.js';
 import type { TidemarkApi } from './api.js';
 
+/** Bytes a socket may have waiting before progress events to it are left out (see serveSocket). */
+const MAX_EVENT_BACKLOG = 4 * 1024 * 1024;
+const SUPERSEDED_EVENTS: ReadonlySet<string> = new Set([
+  'run.progress',
+  'restore.progress',
+  'repair.progress',
+  'speedtest.progress',
+]);
+
 export interface ServerOptions {
   api: TidemarkApi;
   /** The built renderer (index.html and assets). */
@@ -200,7 +209,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     const send = (m: WsServerMessage) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
     };
-    const off = opts.api.on((event, payload) => send({ event, payload }));
+    // A page that stops reading (a frozen tab, a sleeping laptop's browser) would otherwise make ws
+    // buffer every event in this process: progress events are superseded by the next one, so past a
+    // backlog they are left out; the rest (run.finished, jobs.changed, …) always go.
+    const off = opts.api.on((event, payload) => {
+      if (ws.bufferedAmount > MAX_EVENT_BACKLOG && SUPERSEDED_EVENTS.has(event)) return;
+      send({ event, payload });
+    });
     ws.on('close', off);
     ws.on('message', (data) => {
       let msg: WsClientMessage;

@@ -16,6 +16,7 @@ import type {
   SpeedTestEstimate,
   SpeedTestPatternResult,
   SpeedTestRecord,
+  SpeedTestSample,
   SpeedTestSettings,
   SpeedTestStatus,
 } from '../../shared/api.js';
@@ -32,6 +33,8 @@ import { measureSources, type SourceSize } from '../engine/speedtest/sourceSize.
 import { ApiUsageError, toWire } from './errors.js';
 import { describeDestination } from '../../shared/destination.js';
 import { placeKey } from './destination.js';
+import { BoundedSeries, boundSeries, mergeSpeedSamples, SPEED_SAMPLES_MAX } from '../../shared/series.js';
+import { dropOldFinished, KEPT_FINISHED } from './bounded.js';
 import { SpeedTestLog, type SpeedTestRow } from '../engine/catalog/speedTests.js';
 import type { DB } from '../engine/catalog/db.js';
 
@@ -220,6 +223,9 @@ export class SpeedTests {
       fraction: 0,
       samples: [],
     };
+    // the live chart, whole and bounded (a test of many long patterns samples twice a second)
+    const live = new BoundedSeries<SpeedTestSample>(SPEED_SAMPLES_MAX, mergeSpeedSamples);
+    status.samples = live.points;
     const abort = new AbortController();
     let lastEmit = 0;
     const emit = (force: boolean) => {
@@ -240,7 +246,7 @@ export class SpeedTests {
         fraction: p.fraction,
         results: p.results.map(wireResult),
       });
-      if (p.sample) status.samples.push(p.sample);
+      if (p.sample) live.push(p.sample);
       emit(moved);
     };
     // the size of the sources, while the test runs (a new job has no run that knows it)
@@ -253,7 +259,7 @@ export class SpeedTests {
           progress,
         });
         status.results = result.results.map(wireResult);
-        status.samples = result.samples;
+        status.samples = boundSeries(result.samples, SPEED_SAMPLES_MAX, mergeSpeedSamples);
         status.notes = result.notes;
         const { size, runs } = await sizing;
         status.estimate = wireEstimate(
@@ -282,6 +288,7 @@ export class SpeedTests {
       emit(true);
     })();
     this.tests.set(id, { status, abort, place, done });
+    dropOldFinished(this.tests, KEPT_FINISHED, (t) => t.status.status !== 'running');
     emit(true);
     return structuredClone(status);
   }

@@ -92,6 +92,9 @@ export interface SourceView {
   dev?: { snapshot: number; original: number };
 }
 
+/** How much memory a backup or restore may use: 'normal' (default) or 'low' (old PCs: slower). */
+export type MemoryMode = 'normal' | 'low';
+
 export interface BackupOptions {
   /** Change-journal hint (level 2); absent: full scan. Ignored with forceFull or when there is no parent. */
   changeHint?: ChangeHint;
@@ -121,6 +124,9 @@ export interface BackupOptions {
   forceFull?: boolean;
   /** Number of CPU workers (default: number of cores). */
   workers?: number;
+  /** How much memory the engine may use: 'normal' (default) or 'low' for machines short of memory (one
+   *  worker, fewer buffers in flight, smaller caches: slower). Workers and budgets per mode: the pool's memory profiles. */
+  memory?: MemoryMode;
   /** zstd level; 0 disables compression. */
   compressionLevel?: number;
   /** Read bandwidth limit in bytes per second (0/undefined: unlimited). */
@@ -183,6 +189,9 @@ export interface RestoreOptions {
    *  Default: the snapshot's absolute paths are recreated under target (target "/" restores in place). */
   relativeTo?: string;
   workers?: number;
+  /** How much memory the restore may use: 'normal' (default) or 'low' (one worker, fewer packs in flight,
+   *  smaller buffers: slower). Workers and budgets per mode: the pool's memory profiles. */
+  memory?: MemoryMode;
   /** The most file pieces (one per blob a file needs) a restore holds planned and not yet written
    *  (default 65536): at that bound it reads every pack planned so far before it plans more. */
   planLimit?: number;

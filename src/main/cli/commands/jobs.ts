@@ -123,7 +123,13 @@ function addScheduleOptions(cmd: Command): Command {
       '--post-command <cmd>',
       'run this shell command after the run, with TIDEMARK_RUN_STATUS, TIDEMARK_SNAPSHOT_ID, TIDEMARK_ERROR set ("" removes it)',
     )
-    .option('--hook-timeout <seconds>', 'how long a pre- or post-command may take (default 600)', count);
+    .option('--hook-timeout <seconds>', 'how long a pre- or post-command may take (default 600)', count)
+    .addOption(
+      new Option(
+        '--memory <mode>',
+        'low: use less memory (older PCs; one worker, fewer buffers: slower backups and restores); normal: the default',
+      ).choices(['low', 'normal']),
+    );
 }
 
 /** The snapshot and pre/post-command options given on the command line, over `cur`. */
@@ -136,6 +142,8 @@ function hookOptionsFrom(o: any, cur: JobSpec['options'] = {}): JobSpec['options
     if (o.hookTimeout < 1) throw new UsageError('--hook-timeout takes a number of seconds, at least 1');
     out.hookTimeoutSec = o.hookTimeout;
   }
+  if (o.memory === 'low') out.memory = 'low';
+  else if (o.memory === 'normal') delete out.memory;
   return out;
 }
 
@@ -348,7 +356,8 @@ export function registerJobCommands(program: Command, ctx: JobCommandContext): v
                     `     ${describeSchedule(r.job.schedule)}; ${describePolicy(r.job.retention)}\n` +
                     `     snapshot: ${r.job.options.snapshot ?? 'when-possible'}` +
                     `${r.job.options.preCommand ? `; pre: ${r.job.options.preCommand}` : ''}` +
-                    `${r.job.options.postCommand ? `; post: ${r.job.options.postCommand}` : ''}\n` +
+                    `${r.job.options.postCommand ? `; post: ${r.job.options.postCommand}` : ''}` +
+                    `${r.job.options.memory === 'low' ? '; memory: low' : ''}\n` +
                     `     last: ${r.last ? `${r.last.status} ${fmtTime(r.last.startedAt ?? r.last.endedAt)}` : 'never'}; next: ${fmtTime(r.next)}` +
                     r.alarms
                       .map(

@@ -2,7 +2,7 @@
  * The catalog's records: repositories, jobs, runs and their samples. These are plain data (JSON-safe)
  * so the API layer can send them to the UI as they are.
  */
-import type { RetentionPolicy } from '../operations.js';
+import type { MemoryMode, RetentionPolicy } from '../operations.js';
 import type { RequestLogSummary } from '../backend/requestlog/index.js';
 import type { SnapshotMode, SnapshotReport } from '../snapshot/types.js';
 
@@ -26,6 +26,8 @@ export interface JobOptions {
   /** Run a missed scheduled backup once after sleep or shutdown (default true). */
   catchUp?: boolean;
   workers?: number;
+  /** The engine's memory mode for this job's backups, restores and restore tests (absent: normal). */
+  memory?: MemoryMode;
   readLimitBytesPerSec?: number;
   lowPriority?: boolean;
   /** Cut VM disks, databases and mail stores into fixed-size blocks (BackupOptions.blockFiles); absent: on. */

@@ -17,7 +17,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import type { Repository } from '../repo/repository.js';
 import type { ID, TreeNode } from '../repo/types.js';
-import type { ProgressSink } from '../operations.js';
+import type { MemoryMode, ProgressSink } from '../operations.js';
 import { restore } from '../restore/index.js';
 import { contentIds } from '../repo/tree.js';
 import { blobIdHex } from '../crypto/index.js';
@@ -37,6 +37,8 @@ export interface RestoreTestOptions {
   /** The random source: an integer in [0, n) (default: crypto.randomInt). */
   random?: (n: number) => number;
   workers?: number;
+  /** The restore's memory mode (RestoreOptions.memory). */
+  memory?: MemoryMode;
   signal?: AbortSignal;
   progress?: ProgressSink<RestoreTestProgress>;
 }
@@ -304,6 +306,7 @@ export async function restoreTest(repo: Repository, opts: RestoreTestOptions): P
       include: files.map((f) => f.path),
       overwrite: 'overwrite',
       workers: opts.workers,
+      memory: opts.memory,
       signal,
       progress: (p) => {
         progress.filesDone = p.filesDone;

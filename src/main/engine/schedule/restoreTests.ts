@@ -71,6 +71,7 @@ export async function runRestoreTest<R>(args: {
       files: s?.files ?? DEFAULT_TEST_FILES,
       allBlockFiles: args.allBlockFiles,
       tempDir: s?.tempDir,
+      memory: job.options.memory,
       signal: args.signal,
     });
     record = catalog.restoreTests.add({

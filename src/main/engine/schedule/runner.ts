@@ -318,6 +318,8 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           problems.push({ severity: 'warning', message: warning, code: 'CLOCK_SKEW' });
         }
       }
+      if (job.options.memory === 'low')
+        log('using less memory (the job\'s "Use less memory" option): slower');
       try {
         result = await this.engine.backup(repo, {
           // the engine calls this once the change journal's cursor is taken, right before it reads
@@ -331,6 +333,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
           fullScanReason: full ? 'full backup' : undefined,
           compressionLevel: job.compressionLevel,
           workers: job.options.workers,
+          memory: job.options.memory,
           readLimitBytesPerSec: job.options.readLimitBytesPerSec,
           lowPriority: job.options.lowPriority,
           blockFiles: job.options.blockFiles === false ? false : {},

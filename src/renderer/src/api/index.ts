@@ -102,6 +102,9 @@ class WsClient implements ApiClient {
           }),
         );
       this.pending.clear();
+      // their callers were told: nothing of theirs goes out later (a queue that grew while the server
+      // was away would also be sent all at once)
+      this.queue.length = 0;
       setTimeout(() => this.open(), this.retry);
       this.retry = Math.min(this.retry * 2, 10_000);
     };

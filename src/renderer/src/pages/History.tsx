@@ -85,7 +85,12 @@ export function HistoryPage({ runId }: { runId?: string }) {
               {detail.samples.length ? <ThroughputCharts samples={detail.samples} /> : null}
               {detail.warningList.length ? (
                 <div className="card">
-                  <h3 className="section-title">Warnings ({detail.warningList.length})</h3>
+                  <h3 className="section-title">
+                    Warnings ({Math.max(detail.warnings, detail.warningList.length)})
+                    {detail.warnings > detail.warningList.length ? (
+                      <span className="muted small"> — the first {detail.warningList.length} shown</span>
+                    ) : null}
+                  </h3>
                   <ul className="warnings">
                     {detail.warningList.map((w, i) => (
                       <li key={i}>

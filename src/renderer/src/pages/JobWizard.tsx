@@ -46,6 +46,7 @@ import {
   restoreTestOption,
   type RestoreTestForm,
 } from '../components/RestoreTestFields';
+import { MemoryField, describeMemory, memoryOptions } from '../components/MemoryField';
 
 const steps = ['Sources', 'Destination', 'Schedule', 'Retention', 'Security', 'Review'] as const;
 type Step = (typeof steps)[number];
@@ -78,6 +79,8 @@ interface Form {
   compressionLevel: number;
   readLimitMBps: number;
   workers: number | undefined;
+  /** "Use less memory": the engine's low-memory mode (components/MemoryField). */
+  memoryLow: boolean;
   /** VM disks, databases and mail stores in fixed-size blocks (block-level incrementals). */
   blockFiles: boolean;
   /** Filesystem snapshot and pre/post-commands (components/SnapshotFields). */
@@ -204,6 +207,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
     compressionLevel: DEFAULT_COMPRESSION_LEVEL,
     readLimitMBps: 0,
     workers: undefined,
+    memoryLow: false,
     blockFiles: true,
     hooks: defaultSnapshotForm,
     restoreTest: DEFAULT_RESTORE_TEST,
@@ -266,6 +270,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
           compressionLevel: j.options.compressionLevel ?? DEFAULT_COMPRESSION_LEVEL,
           readLimitMBps: j.options.readLimitMBps ?? 0,
           workers: j.options.workers,
+          memoryLow: j.options.memory === 'low',
           blockFiles: j.options.blockFiles !== false,
           hooks: snapshotFormOf(j.options),
           restoreTest: restoreTestForm(j.options.restoreTest),
@@ -289,7 +294,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
       options: {
         compressionLevel: form.compressionLevel,
         readLimitMBps: form.readLimitMBps || undefined,
-        workers: form.workers,
+        ...memoryOptions(form.memoryLow, form.workers),
         blockFiles: form.blockFiles,
         ...snapshotOptionsOf(form.hooks),
         restoreTest: restoreTestOption(form.restoreTest),
@@ -829,6 +834,7 @@ export function JobWizard({ jobId }: { jobId?: string }) {
                 (64 MiB+: incrementals read and store only the blocks that changed)
               </span>
             </label>
+            <MemoryField value={form.memoryLow} onChange={(memoryLow) => set({ memoryLow })} />
             <SnapshotFields value={form.hooks} onChange={(hooks) => set({ hooks })} />
             <RestoreTestFields
               value={form.restoreTest}
@@ -898,6 +904,8 @@ export function JobWizard({ jobId }: { jobId?: string }) {
             </dd>
             <dt>Restore tests</dt>
             <dd>{describeRestoreTest(form.restoreTest)}</dd>
+            <dt>Memory</dt>
+            <dd data-testid="review-memory">{describeMemory(form.memoryLow)}</dd>
           </dl>
         )}
 

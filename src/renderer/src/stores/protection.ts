@@ -2,6 +2,7 @@
 import { create } from 'zustand';
 import { api, errorMessage, type RepairProgress, type RepairSummary, type RestoreTestSummary } from '../api';
 import { useApp } from './app';
+import { HISTORY_LIMIT, prependCapped } from './bounded';
 
 interface ProtectionState {
   /** Jobs whose restore test the user started and that has not answered yet. */
@@ -27,7 +28,7 @@ export const useProtection = create<ProtectionState>((set) => ({
   repairs: {},
   async loadTests(jobId) {
     try {
-      set({ tests: await api.call('restoreTests.list', { jobId, limit: 200 }) });
+      set({ tests: await api.call('restoreTests.list', { jobId, limit: HISTORY_LIMIT }) });
     } catch (err) {
       fail(err);
     }
@@ -72,7 +73,7 @@ api.on('repair.progress', (p) =>
   ),
 );
 api.on('restoreTest.finished', (t) => {
-  useProtection.setState((s) => ({ tests: [t, ...s.tests.filter((x) => x.id !== t.id)] }));
+  useProtection.setState((s) => ({ tests: prependCapped(s.tests, t, HISTORY_LIMIT) }));
   const app = useApp.getState();
   if (t.status === 'failed')
     app.toast(

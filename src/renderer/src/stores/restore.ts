@@ -225,7 +225,7 @@ api.on('restore.progress', (status) => {
     app.toast('success', `Restored ${status.filesDone} file(s) to ${status.target}`);
   else if (status.status === 'failed') app.toast('error', `Restore failed: ${status.error?.message ?? ''}`);
   else if (status.status === 'completed-with-errors')
-    app.toast('error', `Restore finished with ${status.errors.length} error(s)`);
+    app.toast('error', `Restore finished with ${status.errorCount ?? status.errors.length} error(s)`);
 });
 
 // A finished backup of the job being browsed adds a snapshot (and maybe a computer): show it.

@@ -2,6 +2,7 @@
 import { create } from 'zustand';
 import { api, errorMessage, type LiveRun, type RunDetail, type RunSummary } from '../api';
 import { useApp } from './app';
+import { HISTORY_LIMIT, KEPT_RUNS, prependCapped, setCapped } from './bounded';
 
 interface RunsState {
   live: Record<string, LiveRun>;
@@ -34,7 +35,7 @@ export const useRuns = create<RunsState>((set) => ({
   },
   async loadHistory(jobId) {
     try {
-      set({ history: await api.call('runs.list', { jobId, limit: 200 }) });
+      set({ history: await api.call('runs.list', { jobId, limit: HISTORY_LIMIT }) });
     } catch (err) {
       fail(err);
     }
@@ -42,7 +43,7 @@ export const useRuns = create<RunsState>((set) => ({
   async loadDetail(id) {
     try {
       const d = await api.call('runs.get', { id });
-      set((s) => ({ details: { ...s.details, [id]: d } }));
+      set((s) => ({ details: setCapped(s.details, id, d, KEPT_RUNS) }));
       return d;
     } catch (err) {
       fail(err);
@@ -81,8 +82,8 @@ api.on('run.finished', (run) => {
     delete live[run.id];
     return {
       live,
-      finished: { ...s.finished, [run.id]: run },
-      history: [run, ...s.history.filter((r) => r.id !== run.id)],
+      finished: setCapped(s.finished, run.id, run, KEPT_RUNS),
+      history: prependCapped(s.history, run, HISTORY_LIMIT),
     };
   });
   void useRuns.getState().loadDetail(run.id);
