@@ -111,16 +111,39 @@ export function makeBtrfs(sizeMiB = 400): TestFs {
   }
 }
 
-/** A volume group on a loop device with one logical volume (thin or classic) holding ext4, mounted. */
-export function makeLvm(kind: 'thin' | 'classic', sizeMiB = 600): TestFs & { vg: string } {
+export interface TestVolumeGroup {
+  vg: string;
+  /**
+   * Makes a logical volume (thin: in the group's thin pool, made on first use) with a filesystem on it,
+   * mounted at a folder of its own; returns the mount point.
+   */
+  volume(name: string, o: { sizeMiB: number; thin?: boolean; fstype?: 'ext4' | 'xfs' }): string;
+  /** Takes all the group's free space but about `leaveMiB` (a volume named `filler`); undo: `unfill`. */
+  fill(leaveMiB: number): void;
+  unfill(): void;
+  /** The logical volumes carrying a tag, in this group only. */
+  tagged(tag: string): string[];
+  cleanup(): void;
+}
+
+/**
+ * A volume group on a loop device (an image of `sizeMiB`, sparse; its thin pool, if one is made, takes
+ * `poolMiB`) with a unique name; cleanup() unmounts
+ * what is mounted from it (a failed test may leave a snapshot mounted) and removes it with every volume.
+ */
+export function makeVolumeGroup(sizeMiB: number, poolMiB = Math.floor(sizeMiB / 2)): TestVolumeGroup {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), uniqueName('tm-snap-lvm-')));
   const image = path.join(dir, 'disk.img');
-  const mnt = path.join(dir, 'mnt');
   const vg = uniqueName('tmsnapvg');
   const steps: (() => void)[] = [() => fs.rmSync(dir, { recursive: true, force: true })];
   const cleanup = () => undo([...steps].reverse());
+  const lvs = (args: string[]) =>
+    sh('lvs', ['--noheadings', ...args])
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
+  let pool = false;
   try {
-    fs.mkdirSync(mnt);
     fs.closeSync(fs.openSync(image, 'w'));
     fs.truncateSync(image, sizeMiB * 1024 * 1024);
     const loop = attachLoop(image);
@@ -129,22 +152,57 @@ export function makeLvm(kind: 'thin' | 'classic', sizeMiB = 600): TestFs & { vg:
     steps.push(() => sh('pvremove', ['-q', '-ff', '-y', loop]));
     sh('vgcreate', ['-q', vg, loop]);
     steps.push(() => sh('vgremove', ['-q', '-f', vg])); // removes every volume left in it
-    if (kind === 'thin') {
-      sh('lvcreate', ['-q', '-L', `${Math.floor(sizeMiB / 2)}m`, '--thinpool', 'pool', vg]);
-      sh('lvcreate', ['-q', '-V', `${Math.floor(sizeMiB / 3)}m`, '--thin', '-n', 'data', `${vg}/pool`]);
-    } else sh('lvcreate', ['-q', '-L', `${Math.floor(sizeMiB / 3)}m`, '-n', 'data', vg]);
-    const dev = sh('lvs', ['--noheadings', '-o', 'lv_dm_path', `${vg}/data`]);
-    sh('mkfs.ext4', ['-q', '-F', dev]);
-    sh('mount', [dev, mnt]);
-    steps.push(() => sh('umount', [mnt]));
     steps.push(() => {
-      // a snapshot still mounted (a failed test) keeps its volume busy
-      for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n'))
+      // mounted from this group: its volumes, and snapshots a failed test left mounted
+      for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').reverse())
         if (line.includes(`/${vg}-`) || line.includes(`/${vg}/`)) sh('umount', ['-l', line.split(' ')[4]]);
     });
-    return { data: mnt, mnt, vg, cleanup };
   } catch (err) {
     cleanup();
+    throw err;
+  }
+  return {
+    vg,
+    volume(name, o) {
+      if (o.thin && !pool) {
+        sh('lvcreate', ['-q', '-L', `${poolMiB}m`, '--thinpool', 'pool', vg]);
+        pool = true;
+      }
+      if (o.thin) sh('lvcreate', ['-q', '-V', `${o.sizeMiB}m`, '--thin', '-n', name, `${vg}/pool`]);
+      else sh('lvcreate', ['-q', '-L', `${o.sizeMiB}m`, '-n', name, vg]);
+      const dev = sh('lvs', ['--noheadings', '-o', 'lv_dm_path', `${vg}/${name}`]);
+      if (o.fstype === 'xfs') sh('mkfs.xfs', ['-q', '-f', dev]);
+      else sh('mkfs.ext4', ['-q', '-F', dev]);
+      const mnt = path.join(dir, name);
+      fs.mkdirSync(mnt);
+      sh('mount', [dev, mnt]);
+      return mnt;
+    },
+    fill(leaveMiB) {
+      const free = Number(sh('vgs', ['--noheadings', '--units', 'm', '--nosuffix', '-o', 'vg_free', vg]));
+      sh('lvcreate', ['-q', '-L', `${Math.floor(free - leaveMiB)}m`, '-n', 'filler', vg]);
+    },
+    unfill() {
+      sh('lvremove', ['-q', '-f', `${vg}/filler`]);
+    },
+    tagged(tag) {
+      return lvs(['-o', 'vg_name,lv_name', `@${tag}`])
+        .map((l) => l.split(/\s+/))
+        .filter(([g]) => g === vg)
+        .map(([, lv]) => lv);
+    },
+    cleanup,
+  };
+}
+
+/** A volume group on a loop device with one logical volume (thin or classic) holding ext4, mounted. */
+export function makeLvm(kind: 'thin' | 'classic', sizeMiB = 600): TestFs & { vg: string } {
+  const group = makeVolumeGroup(sizeMiB);
+  try {
+    const mnt = group.volume('data', { sizeMiB: Math.floor(sizeMiB / 3), thin: kind === 'thin' });
+    return { data: mnt, mnt, vg: group.vg, cleanup: group.cleanup };
+  } catch (err) {
+    group.cleanup();
     throw err;
   }
 }

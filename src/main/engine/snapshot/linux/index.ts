@@ -18,7 +18,7 @@ import {
 } from './btrfs.js';
 import {
   createLvm,
-  isLvmDevice,
+  lvmDevice,
   LVM_MOUNT_BASE,
   lvmLeftovers,
   lvmProblem,
@@ -46,11 +46,12 @@ export class LinuxSnapshots implements SnapshotProvider {
       return btrfsTarget(await subvolumeRoot(real, m.mountPoint), m.source, m.source);
     }
     if (BLOCK_FS.has(m.fstype)) {
-      if (!(await isLvmDevice(m.dev)))
+      const lv = await lvmDevice(m.dev);
+      if (!lv)
         return {
           none: `${m.fstype} on ${m.source} (${m.mountPoint}) is not on LVM or btrfs, so it has no snapshots`,
         };
-      return lvmTarget(this.exec, m.source, m.mountPoint, m.fstype);
+      return lvmTarget(this.exec, lv, m.mountPoint, m.fstype);
     }
     return { none: `${m.fstype} filesystems (${m.mountPoint}) have no snapshots Tidemark can take` };
   }

@@ -67,10 +67,17 @@ async function lvs(exec: Exec, what: string[]): Promise<LvInfo[]> {
   return parseLvs(r.stdout);
 }
 
-/** True when a block device (major:minor) is a device-mapper device that LVM made. */
-export async function isLvmDevice(majMin: string): Promise<boolean> {
-  const uuid = await fsp.readFile(`/sys/dev/block/${majMin}/dm/uuid`, 'utf8').catch(() => '');
-  return uuid.startsWith('LVM-');
+/**
+ * The /dev/mapper path of a block device (major:minor) that is a logical volume, or undefined. Named from
+ * sysfs, not from the mount table: a filesystem mounted by its /dev/dm-N name (by mount(2) directly, some
+ * initramfs) shows that name there, and lvs does not take it ("Volume group dm-0 not found").
+ */
+export async function lvmDevice(majMin: string): Promise<string | undefined> {
+  const dm = `/sys/dev/block/${majMin}/dm`;
+  const uuid = await fsp.readFile(`${dm}/uuid`, 'utf8').catch(() => '');
+  if (!uuid.startsWith('LVM-')) return undefined;
+  const name = (await fsp.readFile(`${dm}/name`, 'utf8').catch(() => '')).trim();
+  return name ? `/dev/mapper/${name}` : undefined;
 }
 
 /** The snapshot target of a filesystem on the logical volume `device` (mounted at mountPoint), or why none. */
