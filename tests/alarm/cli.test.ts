@@ -5,46 +5,21 @@
  * it (the next run's retention removes what the policy says), and a plain `backup` that raises an
  * alarm exits with 5.
  */
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/main/cli/program.js';
+import { describe, expect, it } from 'vitest';
 import { registerJobCommands } from '../../src/main/cli/commands/jobs.js';
 import { registerAlarmCommands } from '../../src/main/cli/commands/alarm.js';
 import { encryptFiles, makeHomePc } from '../helpers/homepc.js';
+import { cliHome, cliInProcess } from '../helpers/cli-in-process.js';
 
-let tmp: string;
-const saved: Record<string, string | undefined> = {};
-beforeAll(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-alarm-cli-'));
-  for (const k of ['TIDEMARK_HOME', 'TIDEMARK_PASSWORD', 'TIDEMARK_TEST_KDF_N', 'TIDEMARK_REPOSITORY'])
-    saved[k] = process.env[k];
-  process.env.TIDEMARK_HOME = path.join(tmp, 'home');
-  process.env.TIDEMARK_PASSWORD = 'alarm-cli-pw';
-  process.env.TIDEMARK_TEST_KDF_N = '1024';
-  delete process.env.TIDEMARK_REPOSITORY;
-});
-afterAll(() => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+const home = cliHome('tm-alarm-cli-', 'alarm-cli-pw');
 
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io = { out: (s: string) => (out += s), err: (s: string) => (err += s), isTTY: false };
-  const code = await runCli(args, io, [registerJobCommands, registerAlarmCommands]);
-  return { code, out, err };
-}
+const cli = (...args: string[]) => cliInProcess([registerJobCommands, registerAlarmCommands], args);
 
 describe('tidemark alarm', () => {
   it('a suspect run holds the older snapshots until the alarm is dismissed', async () => {
-    const repo = path.join(tmp, 'repo');
-    const src = path.join(tmp, 'pc');
+    const repo = path.join(home.dir, 'repo');
+    const src = path.join(home.dir, 'pc');
     await makeHomePc(src, { scale: 0.1, size: 0.2, seed: 5 });
     expect((await cli('-r', repo, 'init')).code).toBe(0);
     expect((await cli('job', 'add', 'home', src, '--to', repo, '--manual', '--keep-last', '1')).code).toBe(0);

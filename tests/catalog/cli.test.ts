@@ -1,47 +1,24 @@
 /** The job, scheduler-free and catalog commands through the real CLI program (in process). */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/main/cli/program.js';
+import { describe, expect, it } from 'vitest';
 import { registerJobCommands } from '../../src/main/cli/commands/jobs.js';
 import { until } from '../helpers/fixtures.js';
+import { cliHome, cliInProcess } from '../helpers/cli-in-process.js';
 
-let tmp: string;
-const saved: Record<string, string | undefined> = {};
-beforeAll(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-jobs-cli-'));
-  for (const k of ['TIDEMARK_HOME', 'TIDEMARK_PASSWORD', 'TIDEMARK_TEST_KDF_N', 'TIDEMARK_REPOSITORY'])
-    saved[k] = process.env[k];
-  process.env.TIDEMARK_HOME = path.join(tmp, 'home');
-  process.env.TIDEMARK_PASSWORD = 'cli-secret-pw';
-  process.env.TIDEMARK_TEST_KDF_N = '1024';
-  delete process.env.TIDEMARK_REPOSITORY;
-});
-afterAll(() => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+const tmp = cliHome('tidemark-jobs-cli-');
 
 async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
   return cliWith(undefined, ...args);
 }
 
-async function cliWith(signal: AbortSignal | undefined, ...args: string[]) {
-  let out = '';
-  let err = '';
-  const io = { out: (s: string) => (out += s), err: (s: string) => (err += s), isTTY: false };
-  const code = await runCli(args, io, [registerJobCommands], signal);
-  return { code, out, err };
-}
+const cliWith = (signal: AbortSignal | undefined, ...args: string[]) =>
+  cliInProcess([registerJobCommands], args, signal);
 
 describe('tidemark job / catalog commands', () => {
   it('adds, lists, edits, runs and removes a job; the catalog answers searches and rebuilds', async () => {
-    const repo = path.join(tmp, 'repo');
-    const src = path.join(tmp, 'src');
+    const repo = path.join(tmp.dir, 'repo');
+    const src = path.join(tmp.dir, 'src');
     fs.mkdirSync(path.join(src, 'docs'), { recursive: true });
     fs.writeFileSync(path.join(src, 'docs', 'Budget 2025.xlsx'), 'numbers');
     expect((await cli('-r', repo, 'init')).code).toBe(0);
@@ -104,7 +81,7 @@ describe('tidemark job / catalog commands', () => {
     expect(JSON.parse(search.out).map((h: any) => h.name)).toEqual(['Budget 2025.xlsx']);
 
     // the password is in the key file, not in the catalog
-    const home = path.join(tmp, 'home');
+    const home = path.join(tmp.dir, 'home');
     expect(fs.readFileSync(path.join(home, 'catalog.sqlite')).includes(Buffer.from('cli-secret-pw'))).toBe(
       false,
     );
@@ -126,14 +103,23 @@ describe('tidemark job / catalog commands', () => {
   });
 
   it('rejects bad schedules with a usage error', async () => {
-    const r = await cli('job', 'add', 'bad', tmp, '--to', path.join(tmp, 'nowhere'), '--daily', '25:99');
+    const r = await cli(
+      'job',
+      'add',
+      'bad',
+      tmp.dir,
+      '--to',
+      path.join(tmp.dir, 'nowhere'),
+      '--daily',
+      '25:99',
+    );
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/invalid time/);
   });
 
   it('runs the scheduler headless until interrupted, catching up a missed run', async () => {
-    const repo = path.join(tmp, 'repo-sched');
-    const src = path.join(tmp, 'src-sched');
+    const repo = path.join(tmp.dir, 'repo-sched');
+    const src = path.join(tmp.dir, 'src-sched');
     fs.mkdirSync(src, { recursive: true });
     fs.writeFileSync(path.join(src, 'a.txt'), 'a');
     expect((await cli('-r', repo, 'init')).code).toBe(0);
@@ -144,7 +130,7 @@ describe('tidemark job / catalog commands', () => {
     );
     // pretend the scheduler last looked three days ago (the machine was off since)
     const { Catalog } = await import('../../src/main/engine/catalog/catalog.js');
-    const c = new Catalog(path.join(tmp, 'home'));
+    const c = new Catalog(path.join(tmp.dir, 'home'));
     const job = c.findJob('nightly')!;
     c.setJobCheckedAt(job.id, Date.now() - 3 * 86_400_000 + 60_000);
     c.close();
@@ -152,7 +138,7 @@ describe('tidemark job / catalog commands', () => {
     const done = cliWith(ac.signal, 'scheduler');
     // wait until the catch-up run has finished, then stop the scheduler
     const completed = () => {
-      const c2 = new Catalog(path.join(tmp, 'home'));
+      const c2 = new Catalog(path.join(tmp.dir, 'home'));
       const runs = c2.listRuns({ jobId: job.id });
       c2.close();
       return runs.some((r) => r.status === 'completed');

@@ -4,9 +4,8 @@
  * then run as it is), `job edit --memory normal` takes it away, and a wrong value is a usage error.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { BackupOptions } from '../../src/main/engine/operations.js';
 
 const seen = vi.hoisted(() => [] as (string | undefined)[]);
@@ -21,39 +20,16 @@ vi.mock('../../src/main/engine/backup/index.js', async (importOriginal) => {
   };
 });
 
-const { runCli } = await import('../../src/main/cli/program.js');
 const { registerJobCommands } = await import('../../src/main/cli/commands/jobs.js');
 const { Catalog } = await import('../../src/main/engine/catalog/catalog.js');
+import { cliHome, cliInProcess } from '../helpers/cli-in-process.js';
 
-let tmp: string;
-const saved: Record<string, string | undefined> = {};
-beforeAll(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-memory-cli-issue-31b-'));
-  for (const k of ['TIDEMARK_HOME', 'TIDEMARK_PASSWORD', 'TIDEMARK_TEST_KDF_N', 'TIDEMARK_REPOSITORY'])
-    saved[k] = process.env[k];
-  process.env.TIDEMARK_HOME = path.join(tmp, 'home');
-  process.env.TIDEMARK_PASSWORD = 'cli-secret-pw';
-  process.env.TIDEMARK_TEST_KDF_N = '1024';
-  delete process.env.TIDEMARK_REPOSITORY;
-});
-afterAll(() => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+const home = cliHome('tidemark-memory-cli-issue-31b-');
 
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io = { out: (s: string) => (out += s), err: (s: string) => (err += s), isTTY: false };
-  const code = await runCli(args, io, [registerJobCommands]);
-  return { code, out, err };
-}
+const cli = (...args: string[]) => cliInProcess([registerJobCommands], args);
 
 function memoryOf(job: string): string | undefined {
-  const c = new Catalog(path.join(tmp, 'home'));
+  const c = new Catalog(path.join(home.dir, 'home'));
   try {
     return c.findJob(job)!.options.memory;
   } finally {
@@ -63,8 +39,8 @@ function memoryOf(job: string): string | undefined {
 
 describe('job add/edit --memory', () => {
   it('keeps the option, runs with it, and takes it away', async () => {
-    const repo = path.join(tmp, 'repo');
-    const src = path.join(tmp, 'src');
+    const repo = path.join(home.dir, 'repo');
+    const src = path.join(home.dir, 'src');
     fs.mkdirSync(src);
     fs.writeFileSync(path.join(src, 'a.txt'), 'a');
     expect((await cli('-r', repo, 'init')).code).toBe(0);

@@ -7,43 +7,19 @@
  * the run record says how each source was read.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/main/cli/program.js';
+import { describe, expect, it } from 'vitest';
 import { registerJobCommands } from '../../src/main/cli/commands/jobs.js';
 import { Catalog } from '../../src/main/engine/catalog/catalog.js';
 import { provider } from '../../src/main/engine/snapshot/index.js';
+import { cliHome, cliInProcess } from '../helpers/cli-in-process.js';
 
-let tmp: string;
-const saved: Record<string, string | undefined> = {};
-beforeAll(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-hooks-cli-'));
-  for (const k of ['TIDEMARK_HOME', 'TIDEMARK_PASSWORD', 'TIDEMARK_TEST_KDF_N', 'TIDEMARK_REPOSITORY'])
-    saved[k] = process.env[k];
-  process.env.TIDEMARK_HOME = path.join(tmp, 'home');
-  process.env.TIDEMARK_PASSWORD = 'cli-secret-pw';
-  process.env.TIDEMARK_TEST_KDF_N = '1024';
-  delete process.env.TIDEMARK_REPOSITORY;
-});
-afterAll(() => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+const home = cliHome('tidemark-hooks-cli-');
 
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io = { out: (s: string) => (out += s), err: (s: string) => (err += s), isTTY: false };
-  const code = await runCli(args, io, [registerJobCommands]);
-  return { code, out, err };
-}
+const cli = (...args: string[]) => cliInProcess([registerJobCommands], args);
 
 function lastRun(job: string) {
-  const c = new Catalog(path.join(tmp, 'home'));
+  const c = new Catalog(path.join(home.dir, 'home'));
   try {
     const j = c.findJob(job)!;
     const run = c.getRun(c.listRuns({ jobId: j.id, limit: 1 })[0].id);
@@ -55,9 +31,9 @@ function lastRun(job: string) {
 
 describe('pre/post-commands and snapshot mode of a job', () => {
   it('runs the pre-command before the scan and the post-command after, with the result', async () => {
-    const repo = path.join(tmp, 'repo');
-    const src = path.join(tmp, 'src');
-    const envOut = path.join(tmp, 'post-env.txt');
+    const repo = path.join(home.dir, 'repo');
+    const src = path.join(home.dir, 'src');
+    const envOut = path.join(home.dir, 'post-env.txt');
     fs.mkdirSync(src);
     fs.writeFileSync(path.join(src, 'a.txt'), 'a');
     expect((await cli('-r', repo, 'init')).code).toBe(0);
@@ -112,8 +88,8 @@ describe('pre/post-commands and snapshot mode of a job', () => {
   }, 60_000);
 
   it('fails the run clearly when the pre-command fails (nothing backed up; the post-command still runs)', async () => {
-    const repo = path.join(tmp, 'repo');
-    const envOut = path.join(tmp, 'post-env-2.txt');
+    const repo = path.join(home.dir, 'repo');
+    const envOut = path.join(home.dir, 'post-env-2.txt');
     expect(
       (
         await cli(
@@ -171,7 +147,7 @@ describe('pre/post-commands and snapshot mode of a job', () => {
   it('mode "always" fails the run before reading when a source has no snapshot', async () => {
     // the scratch folder's filesystem (the machine's own disk: ext4 here) has none; on a machine whose
     // disk has snapshots there is nothing to prove here (the btrfs and LVM tests cover that)
-    const t = await provider()?.target(tmp);
+    const t = await provider()?.target(home.dir);
     if (!t || !('none' in t)) return;
     expect(
       (

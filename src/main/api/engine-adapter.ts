@@ -22,7 +22,7 @@ import { restoreTest, type RestoreTestOptions, type RestoreTestResult } from '..
 import { repair, type RepairOptions, type RepairReport } from '../engine/repair/index.js';
 import { readMaintenance, takeoverAfterMs } from '../engine/repo/maintenance.js';
 import type { MaintenanceInfo } from '../../shared/api.js';
-import { dismissAlarm, listDismissals } from '../engine/repo/holds.js';
+import { dismissAlarm, heldCount, listDismissals } from '../engine/repo/holds.js';
 import type { ImmutabilityOptions } from '../engine/repo/immutability.js';
 import type { SnapshotEntry } from '../engine/repo/types.js';
 import type { Engine, RepoHandle } from './services.js';
@@ -141,8 +141,7 @@ export class RealEngine implements Engine {
     return {
       snapshotsKept: d.keep.length,
       snapshotsRemoved: d.remove.length,
-      snapshotsHeld: d.keep.filter((k) => k.reasons.some((r) => r.startsWith('held by the mass-change')))
-        .length,
+      snapshotsHeld: heldCount(d.keep),
       packsRemoved: p.packsRemoved,
       packsRewritten: p.packsRewritten,
       bytesFreed: p.bytesFreed,

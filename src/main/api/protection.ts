@@ -101,7 +101,8 @@ function repairSummary(r: RepairReport, at: number): RepairSummary {
 export class Protection {
   /** Restore tests made this session without a RestoreTestService, newest first. */
   private readonly tests: RestoreTestSummary[] = [];
-  private readonly repairing = new Set<string>();
+  /** Jobs whose repository a repair or a clean-up is changing (one at a time; restore tests wait). */
+  private readonly busy = new Set<string>();
   private nextId = 1;
 
   constructor(private readonly ctx: ProtectionContext) {}
@@ -123,11 +124,11 @@ export class Protection {
 
   async testRestore(jobId: string, allBlockFiles?: boolean): Promise<RestoreTestSummary> {
     const job = await this.ctx.job(jobId);
-    // (a repair removes packs as it goes: a test meanwhile would fail for nothing)
-    if (this.repairing.has(job.id))
+    // (a repair or clean-up removes packs as it goes: a test meanwhile would fail for nothing)
+    if (this.busy.has(job.id))
       throw new ApiUsageError(
         'ALREADY_RUNNING',
-        `"${job.name}" is being repaired: test it when the repair is done`,
+        `"${job.name}" is being repaired or cleaned up: test it when that is done`,
       );
     // the app's service records the test and announces it (restoreTest.finished) itself
     if (this.s.restoreTests) return this.s.restoreTests.test(job, { allBlockFiles });
@@ -193,9 +194,9 @@ export class Protection {
         'ALREADY_RUNNING',
         `"${job.name}" is backing up: repair it when the backup is done`,
       );
-    if (this.repairing.has(job.id))
-      throw new ApiUsageError('ALREADY_RUNNING', `"${job.name}" is being repaired already`);
-    this.repairing.add(job.id);
+    if (this.busy.has(job.id))
+      throw new ApiUsageError('ALREADY_RUNNING', `"${job.name}" is being repaired or cleaned up already`);
+    this.busy.add(job.id);
     const now = this.s.now ?? Date.now;
     let last = 0;
     const progress = (p: Omit<RepairProgress, 'jobId'>, force = false) => {
@@ -205,7 +206,7 @@ export class Protection {
       this.ctx.emit('repair.progress', { jobId: job.id, ...p });
     };
     const repo = await this.ctx.openOwn(job).catch((err: unknown) => {
-      this.repairing.delete(job.id);
+      this.busy.delete(job.id);
       throw err;
     });
     try {
@@ -224,7 +225,7 @@ export class Protection {
       this.ctx.emit('jobs.changed', { jobId: job.id });
       return summary;
     } finally {
-      this.repairing.delete(job.id);
+      this.busy.delete(job.id);
       await repo.close().catch(() => {});
     }
   }
@@ -237,9 +238,9 @@ export class Protection {
     const job = await this.ctx.job(jobId);
     const engine = this.s.engine;
     if (!engine.cleanUp) throw new ApiUsageError('UNSUPPORTED', 'this engine cannot clean up repositories');
-    if (this.ctx.isRunning(job.id) || this.repairing.has(job.id))
+    if (this.ctx.isRunning(job.id) || this.busy.has(job.id))
       throw new ApiUsageError('ALREADY_RUNNING', `"${job.name}" is busy: clean it up when it is done`);
-    this.repairing.add(job.id);
+    this.busy.add(job.id);
     try {
       const repo = await this.ctx.openOwn(job);
       try {
@@ -253,7 +254,7 @@ export class Protection {
         await repo.close().catch(() => {});
       }
     } finally {
-      this.repairing.delete(job.id);
+      this.busy.delete(job.id);
     }
   }
 }

@@ -69,9 +69,16 @@ export function heldSnapshots(
   return held;
 }
 
+const HELD = 'held by the mass-change alarm of ';
+
 /** Why a held snapshot is kept (for forget's reasons). */
 export function holdReason(alarm: SnapshotEntry): string {
-  return `held by the mass-change alarm of ${alarm.id.slice(0, 8)} (${alarm.time.slice(0, 16).replace('T', ' ')}); dismiss it to release`;
+  return `${HELD}${alarm.id.slice(0, 8)} (${alarm.time.slice(0, 16).replace('T', ' ')}); dismiss it to release`;
+}
+
+/** How many of a retention decision's kept snapshots only an alarm's hold keeps (see holdReason). */
+export function heldCount(keep: readonly { reasons: readonly string[] }[]): number {
+  return keep.filter((k) => k.reasons.some((r) => r.startsWith(HELD))).length;
 }
 
 /**

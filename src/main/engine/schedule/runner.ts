@@ -16,6 +16,7 @@
  * real engine in one place. A failure after the snapshot was saved (indexing, retention, prune) is a
  * warning, never a lost backup; a failed verification fails the run so the user is told.
  */
+import { heldCount } from '../repo/holds.js';
 import type {
   BackupOptions,
   BackupProgress,
@@ -378,9 +379,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         try {
           const d = await this.engine.forget(repo, job.retention, { dryRun: false, job: job.key, signal });
           retentionSummary = { kept: d.keep.length, removed: d.remove.map((s) => s.id) };
-          const held = d.keep.filter((k) =>
-            k.reasons.some((r) => r.startsWith('held by the mass-change')),
-          ).length;
+          const held = heldCount(d.keep);
           log(
             `retention: kept ${d.keep.length}, removed ${d.remove.length} snapshot(s)${held ? ` (${held} held by a mass-change alarm)` : ''}`,
           );
