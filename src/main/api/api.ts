@@ -33,7 +33,7 @@ import { jobAlarms } from './alarms.js';
 import { initProtection, withProtection } from './immutability.js';
 import { heldSnapshots, holdReason } from '../engine/repo/holds.js';
 import type { AlarmInfo } from '../../shared/api.js';
-import { Protection } from './protection.js';
+import { checkSummary, Protection } from './protection.js';
 import { applyRetentionPolicy } from '../engine/repo/retentionPolicy.js';
 import { diagnoseLocation } from '../engine/backend/diagnose.js';
 import {
@@ -649,20 +649,7 @@ export class TidemarkApi {
         const repo = await this.repoFor(job);
         const readData = a.readData ?? false;
         const report = await s.engine.check(repo, { readData });
-        const summary: CheckSummary = {
-          ok: report.ok,
-          checkedAt: new Date((s.now ?? Date.now)()).toISOString(),
-          readData,
-          snapshots: report.snapshots,
-          packs: report.packs,
-          problems: report.problems.map((p) => ({
-            kind: p.kind,
-            object: p.object,
-            message: p.message,
-            affects: p.affects,
-          })),
-          unreferencedPacks: report.unreferencedPacks.length,
-        };
+        const summary = checkSummary(report, readData, (s.now ?? Date.now)());
         this.checks.set(job.id, summary);
         this.emit('jobs.changed', { jobId: job.id });
         return summary;
