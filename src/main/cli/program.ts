@@ -58,17 +58,9 @@ export interface GlobalOptions {
 }
 
 import { defaultRepoLocation, tidemarkHome } from './locations.js';
+import { fmtBytes } from './format.js';
 export { defaultRepoLocation, tidemarkHome };
 
-const fmtBytes = (n: number) => {
-  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  while (n >= 1024 && i < u.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return `${i ? n.toFixed(1) : n} ${u[i]}`;
-};
 const short = (id: string) => id.slice(0, 8);
 const int = (v: string) => {
   const n = Number(v);

@@ -11,6 +11,7 @@ import { restoreTest } from '../engine/restoretest/index.js';
 import { repair } from '../engine/repair/index.js';
 import { UsageError } from '../engine/errors.js';
 import { EXIT } from './exitCodes.js';
+import { fmtBytes } from './format.js';
 
 export interface ProtectHelpers {
   io: { out: (s: string) => void; err: (s: string) => void; isTTY: boolean };
@@ -22,15 +23,6 @@ export interface ProtectHelpers {
   setExitCode: (code: number) => void;
 }
 
-const fmtBytes = (n: number) => {
-  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  while (n >= 1024 && i < u.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return `${i ? n.toFixed(1) : n} ${u[i]}`;
-};
 const count = (v: string) => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new UsageError(`not a whole number: ${v}`);
