@@ -29,9 +29,21 @@ hostname tidemark-kvm
 ip link set lo up 2>/dev/null
 
 [ -b /dev/vda ] || fail "no scratch disk (/dev/vda)"
+# a project folder under /tmp (a clone made there) would be hidden by the scratch disk: held aside, and
+# shown again at its path on the new /tmp
+hold=
+case "$project/" in
+/tmp/*)
+	hold=/mnt/tidemark-project
+	mkdir -p "$hold" && mount --bind "$project" "$hold" || fail "could not hold the project folder $project"
+	;;
+esac
 mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1 /dev/vda || fail "mkfs.ext4 on the scratch disk failed"
 mount -o noatime /dev/vda /tmp || fail "could not mount the scratch disk on /tmp"
 chmod 1777 /tmp
+if [ -n "$hold" ]; then
+	mkdir -p "$project" && mount --bind "$hold" "$project" || fail "could not show the project folder $project on /tmp"
+fi
 
 if ! grep -qw tidemark_udev=0 /proc/cmdline; then
 	/usr/lib/systemd/systemd-udevd --daemon || fail "systemd-udevd did not start"
