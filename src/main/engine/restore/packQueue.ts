@@ -14,8 +14,8 @@
 import type { Repository } from '../repo/repository.js';
 import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
 import type { TreeNode } from '../repo/types.js';
-import { contentIds } from '../repo/tree.js';
-import { BULK_BLOB, type PackJob, type PackPlan, type PlannedFile } from './plan.js';
+import { contentCount } from '../repo/tree.js';
+import { BULK_BLOB, batchPieces, type PackJob, type PackPlan, type PlannedFile } from './plan.js';
 import type { RestoreRun } from './run.js';
 
 /** Loops taking queued packs, each handing one range at a time to the workers, and how many may be on
@@ -24,6 +24,26 @@ import type { RestoreRun } from './run.js';
  *  a waiting pack of small files (mostly CPU) first, so the two overlap (docs/performance.md). */
 export const RESTORE_LOOPS = 4;
 const BULK_LOOPS = 2;
+
+/** Where planning a file's pieces goes on: its next piece, and where that piece goes in the file. */
+export interface PieceCursor {
+  next: number;
+  at: number;
+}
+
+const ID_BYTES = 32;
+
+/** A file's k-th blob ID, as hex (a block file's list is binary: converted one by one, not all at once). */
+function idAt(node: TreeNode, k: number): string {
+  const b = node.blockIds;
+  return b ? b.toString('hex', k * ID_BYTES, (k + 1) * ID_BYTES) : node.content![k];
+}
+
+/** The same, as the index looks it up (binary where the list is). */
+function idBytesAt(node: TreeNode, k: number): Uint8Array | string {
+  const b = node.blockIds;
+  return b ? b.subarray(k * ID_BYTES, (k + 1) * ID_BYTES) : node.content![k];
+}
 
 /** Wakes everyone waiting, whenever something they may wait for changed. */
 export class Notify {
@@ -52,6 +72,8 @@ export class PackQueue {
   walkDone = false;
   failure: unknown;
   readonly changed = new Notify();
+  /** Pieces planned at a time: a batch's, and a large file's slice (plan.ts batchPieces). */
+  readonly slice: number;
 
   constructor(
     private readonly run: RestoreRun,
@@ -59,6 +81,7 @@ export class PackQueue {
     readonly planLimit: number,
   ) {
     this.blobsIn = repo.index.countsByPack(BlobType.Data);
+    this.slice = batchPieces(planLimit);
   }
 
   private queue(pack: string, plan: PackPlan): void {
@@ -90,28 +113,33 @@ export class PackQueue {
   }
 
   /**
-   * Adds the blobs a file needs (and where in it each goes) to the plans of their packs, queueing each
-   * pack whose every data blob is now asked for; fails the file if a blob is missing from the index
-   * (nothing of it is planned then). Synchronous: V8 compiles this hot loop on its own, where inside a
-   * large async function it cost a helper thread a large share of a restore's compile time (`node
-   * --trace-opt`).
+   * Adds the blobs a file needs (and where in it each goes) to the plans of their packs, from piece
+   * `from.next` on and at most `max` of them, queueing each pack whose every data blob is now asked for.
+   * Returns where to go on, or undefined once every piece is planned. At the first slice, fails the file
+   * if a blob is missing from the index (nothing of it is planned then). Synchronous: V8 compiles this hot
+   * loop on its own, where inside a large async function it cost a helper thread a large share of a
+   * restore's compile time (`node --trace-opt`).
    */
-  plan(f: PlannedFile, node: TreeNode): void {
+  plan(f: PlannedFile, node: TreeNode, from: PieceCursor = { next: 0, at: 0 }, max = Infinity): PieceCursor | undefined {
     const { pending, repo } = this;
-    const ids = contentIds(node);
-    const locs = new Array<BlobLocation>(ids.length);
-    for (let k = 0; k < ids.length; k++) {
-      const loc = repo.index.get(ids[k]);
-      if (!loc) {
-        this.run.fail(f, `blob ${ids[k].slice(0, 12)} is missing from the repository`);
-        return; // nothing of it is written (finished removes what is in the way)
-      }
-      locs[k] = loc;
+    const count = contentCount(node);
+    const end = Math.min(count, from.next + max);
+    // every blob must be in the index before any piece is planned: a file planned in slices is looked
+    // at whole first, one planned at once as its locations are taken
+    let missing = -1;
+    if (from.next === 0 && end < count)
+      for (let k = 0; k < count && missing < 0; k++) if (!repo.index.has(idBytesAt(node, k))) missing = k;
+    const locs = new Array<BlobLocation | undefined>(end - from.next);
+    for (let k = from.next; k < end && missing < 0; k++)
+      if (!(locs[k - from.next] = repo.index.get(idBytesAt(node, k)))) missing = k;
+    if (missing >= 0) {
+      this.run.fail(f, `blob ${idAt(node, missing).slice(0, 12)} is missing from the repository`);
+      return undefined; // nothing of it is written (finished removes what is in the way)
     }
-    let at = 0; // where the blob goes in the file
-    for (let k = 0; k < ids.length; k++) {
-      const id = ids[k];
-      const loc = locs[k];
+    let at = from.at; // where the blob goes in the file
+    for (let k = from.next; k < end; k++) {
+      const id = idAt(node, k);
+      const loc = locs[k - from.next]!;
       let plan = pending.get(loc.pack);
       if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
       const use = { file: f, offset: at };
@@ -137,6 +165,7 @@ export class PackQueue {
       if (!this.dispatched.has(loc.pack) && plan.blobs.length === this.blobsIn.get(loc.pack))
         this.queue(loc.pack, plan);
     }
+    return end < count ? { next: end, at } : undefined;
   }
 
   /**

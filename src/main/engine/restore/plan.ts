@@ -87,8 +87,18 @@ export interface PackJob extends PackPlan {
 
 export const BULK_BLOB = 128 * 1024;
 
-/** Files planned and prepared together (folders made, existing files looked at). */
+/** Files planned and prepared together (folders made, existing files looked at); a batch is handed over
+ *  at this many files or folders, or once its files hold `batchPieces` pieces, whichever comes first. */
 export const BATCH_FILES = 1024;
+/** The pieces a batch's files may hold before it is handed over, and a large file's pieces planned at a
+ *  time (the planner waits for room between such slices): a batch of 1,024 block files of a few GiB
+ *  each, or one file of a million blocks, is then planned bit by bit within the plan's bound instead of
+ *  whole before the bound is looked at. */
+export const BATCH_PIECES = 8192;
+
+/** The pieces planned at a time for a plan bounded at `planLimit` (a small limit in tests: small slices). */
+export const batchPieces = (planLimit: number): number =>
+  Math.max(1, Math.min(BATCH_PIECES, Math.floor(planLimit / 4)));
 /** The uses (a file's piece from a blob) a restore holds planned and not written: a planned small
  *  file takes ~1 KB of heap (its record, path, use and blob entry; a heap snapshot of a million-file
  *  restore). The bench's default dataset (30,035 files, about as many uses) stays under it; a

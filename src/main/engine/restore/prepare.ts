@@ -94,7 +94,12 @@ export class BatchPreparer {
           continue;
         }
       }
-      this.packs.plan(f, node);
+      // a file of many pieces is planned a slice at a time, waiting for room in between
+      const { packs } = this;
+      for (let at = packs.plan(f, node, undefined, packs.slice); at; at = packs.plan(f, node, at, packs.slice)) {
+        await packs.makeRoom();
+        if (packs.failure !== undefined) throw packs.failure;
+      }
     }
     // files without content (empty), or failed already, are done now
     await mapLimit(
