@@ -15,7 +15,14 @@ import type { Repository } from '../repo/repository.js';
 import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
 import type { TreeNode } from '../repo/types.js';
 import { contentCount } from '../repo/tree.js';
-import { BULK_BLOB, batchPieces, type PackJob, type PackPlan, type PlannedFile } from './plan.js';
+import {
+  BULK_BLOB,
+  batchPieces,
+  type PackJob,
+  type PackPlan,
+  type PlannedBlob,
+  type PlannedFile,
+} from './plan.js';
 import type { RestoreRun } from './run.js';
 
 /** Loops taking queued packs, each handing one range at a time to the workers, and how many may be on
@@ -84,18 +91,20 @@ export class PackQueue {
     this.slice = batchPieces(planLimit);
   }
 
+  /** Queues a pack's plan, as the ranges it is read in (the loops read ranges of one pack at once). */
   private queue(pack: string, plan: PackPlan): void {
     this.pending.delete(pack);
     this.dispatched.add(pack);
-    let bytes = 0;
-    for (const b of plan.blobs) bytes += b.length;
-    this.jobs.push({
-      pack,
-      blobs: plan.blobs,
-      uses: plan.uses,
-      count: plan.count,
-      bulk: bytes >= plan.blobs.length * BULK_BLOB,
-    });
+    plan.blobs.sort((a, b) => a.offset - b.offset);
+    for (const range of coalesce(plan.blobs)) {
+      let bytes = 0;
+      let count = 0;
+      for (const b of range.blobs) {
+        bytes += b.length;
+        count += Array.isArray(b.uses) ? b.uses.length : 1;
+      }
+      this.jobs.push({ pack, ...range, count, bulk: bytes >= range.blobs.length * BULK_BLOB });
+    }
     this.run.progress.phase = 'restoring';
     this.changed.notify();
   }
@@ -120,7 +129,12 @@ export class PackQueue {
    * loop on its own, where inside a large async function it cost a helper thread a large share of a
    * restore's compile time (`node --trace-opt`).
    */
-  plan(f: PlannedFile, node: TreeNode, from: PieceCursor = { next: 0, at: 0 }, max = Infinity): PieceCursor | undefined {
+  plan(
+    f: PlannedFile,
+    node: TreeNode,
+    from: PieceCursor = { next: 0, at: 0 },
+    max = Infinity,
+  ): PieceCursor | undefined {
     const { pending, repo } = this;
     const count = contentCount(node);
     const end = Math.min(count, from.next + max);
@@ -141,24 +155,23 @@ export class PackQueue {
       const id = idAt(node, k);
       const loc = locs[k - from.next]!;
       let plan = pending.get(loc.pack);
-      if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
+      if (!plan) pending.set(loc.pack, (plan = { blobs: [], byId: new Map(), count: 0 }));
       const use = { file: f, offset: at };
-      const list = plan.uses.get(id);
-      // a list made with its first use holds one slot; an empty one grows to 16 at its first push (~150
-      // bytes more per blob, all of them kept until the pack is restored: most of them are copied by the
-      // young-generation GC, which the walk's plan keeps busy)
-      if (list) list.push(use);
-      else {
-        plan.uses.set(id, [use]);
+      const blob = plan.byId.get(id);
+      if (!blob) {
         // where it lies in its pack, copied out of the index's answer (one object kept, not two)
-        plan.blobs.push({
+        const b = {
           id,
           offset: loc.offset,
           length: loc.length,
           rawLength: loc.rawLength,
           compressed: loc.compressed,
-        });
-      }
+          uses: use,
+        };
+        plan.byId.set(id, b);
+        plan.blobs.push(b);
+      } else if (Array.isArray(blob.uses)) blob.uses.push(use);
+      else blob.uses = [blob.uses, use];
       at += loc.rawLength;
       plan.count++;
       this.held++;
@@ -169,7 +182,7 @@ export class PackQueue {
   }
 
   /**
-   * The next queued pack, mostly in order. Packs of large blobs (bulk) are mostly waiting for the disk,
+   * The next queued range, mostly in order (a pack's ranges one after the other). Packs of large blobs (bulk) are mostly waiting for the disk,
    * packs of small files mostly CPU: while BULK_LOOPS loops are on bulk packs, the next free loop takes a
    * pack of small files if one is queued, so that the two overlap instead of the bulk packs queued first
    * holding every loop. Give it back with `done`.
@@ -186,11 +199,26 @@ export class PackQueue {
     return job;
   }
 
-  /** A job taken is over (its pieces written or failed); `written`: its uses are no longer held. */
+  /** A range taken is over (its pieces written or failed); `written`: its uses are no longer held. */
   done(job: PackJob, written: boolean): void {
     if (job.bulk) this.bulkRunning--;
     if (!written) return;
     this.held -= job.count;
     this.changed.notify();
   }
+}
+
+/** A pack's blobs (sorted by offset) in ranges read at once: gaps under 512 KiB are read through, and a
+ *  range stays under 4 MiB. */
+function coalesce(blobs: PlannedBlob[]): { start: number; end: number; blobs: PlannedBlob[] }[] {
+  const out: { start: number; end: number; blobs: PlannedBlob[] }[] = [];
+  for (const b of blobs) {
+    const last = out[out.length - 1];
+    const end = b.offset + b.length;
+    if (last && b.offset - last.end < 512 * 1024 && end - last.start < 4 * 1024 * 1024) {
+      last.end = Math.max(last.end, end);
+      last.blobs.push(b);
+    } else out.push({ start: b.offset, end, blobs: [b] });
+  }
+  return out;
 }

@@ -96,7 +96,11 @@ export class BatchPreparer {
       }
       // a file of many pieces is planned a slice at a time, waiting for room in between
       const { packs } = this;
-      for (let at = packs.plan(f, node, undefined, packs.slice); at; at = packs.plan(f, node, at, packs.slice)) {
+      for (
+        let at = packs.plan(f, node, undefined, packs.slice);
+        at;
+        at = packs.plan(f, node, at, packs.slice)
+      ) {
         await packs.makeRoom();
         if (packs.failure !== undefined) throw packs.failure;
       }

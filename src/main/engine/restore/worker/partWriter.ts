@@ -53,13 +53,22 @@ export class PartWriter {
   add(path: Uint8Array, offset: number, plain: Buffer, failed: DecodeFailures, i: number): void {
     if (allZero(plain)) return; // a hole: the file was sized, nothing to write
     const key = Buffer.from(path.buffer, path.byteOffset, path.byteLength).toString('latin1');
-    for (let done = 0; done < plain.length; ) {
+    for (let done = 0; done < plain.length;) {
       let run = this.run;
       const at = offset + done;
       if (!run || run.key !== key || run.offset + run.len !== at) {
         this.flush();
         const d = this.direct && !directRefused && O_DIRECT !== undefined;
-        run = this.run = { key, path, offset: at, len: 0, lead: d ? at % ALIGN : 0, direct: d, slots: [], failed };
+        run = this.run = {
+          key,
+          path,
+          offset: at,
+          len: 0,
+          lead: d ? at % ALIGN : 0,
+          direct: d,
+          slots: [],
+          failed,
+        };
         if (d) {
           alignedStaging ??= takeAligned(ALIGNED_STAGING);
           if (!alignedStaging) {
