@@ -14,7 +14,7 @@ const READS = 32;
 const AHEAD = 256;
 /** The trees held ahead, in their stored (JSON) bytes: their objects take a few times that. At least one
  *  is fetched ahead whatever its size. */
-const AHEAD_BYTES = 4 * 1024 * 1024;
+const AHEAD_BYTES = 1024 * 1024;
 
 export class TreeAhead {
   /** Trees fetched ahead, and their stored sizes. */
