@@ -84,7 +84,7 @@ export interface PackPlan {
 }
 
 /** A range of a pack read at once (its blobs sorted by offset, gaps under 512 KiB read through, under
- *  4 MiB in all): what a loop of the pack reader hands to a worker. */
+ *  2 MiB in all): what a loop of the pack reader hands to a worker. */
 export interface PackJob {
   pack: string;
   start: number;
