@@ -7,7 +7,8 @@
  * batch by batch: a large file's blobs lie in many packs, between other files' blobs, and reading a
  * pack's part for each batch reads ranges again (cutting batches made the bench's restore read a fifth
  * more bytes in three times the ranges, and take longer). On the bench's dataset half of the packs are
- * complete after its first files (large ones).
+ * complete after its first files (large ones). A pack is queued as the ranges it is read in (coalesce), so
+ * the loops read ranges of one pack at once and each range's uses stop being held once it is written.
  * Also the restore's coordination: the first failure of any stage, and a notice whenever something any
  * stage may wait for changed.
  */

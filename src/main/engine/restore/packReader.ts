@@ -149,6 +149,8 @@ export class PackReader {
         );
       } else {
         const { buffer, transfer: moved } = decodeBuffer(data!);
+        // let go while the worker has it (a copy's original can be collected meanwhile)
+        // eslint-disable-next-line no-useless-assignment
         data = undefined;
         result = await this.pool.run<DecodeResult>(
           { op: 'decode', buffer, batch, chown: run.isRoot, direct: this.direct },
