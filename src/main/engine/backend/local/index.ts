@@ -18,7 +18,7 @@ import type { Backend, ObjectInfo, ObjectType, ObjectWriter, SaveOptions, Writer
 import { OBJECT_TYPES } from '../types.js';
 import { takeBuffer } from '../../bufferPool.js';
 import { DIRECT_MIN_BYTES, DirectUnsupported, writePartsDirect } from './direct.js';
-import { LocalWriter, StagePool, TEMP_PREFIX, type WriterHost } from './stream.js';
+import { DEFAULT_IN_FLIGHT_BYTES, LocalWriter, StagePool, TEMP_PREFIX, type WriterHost } from './stream.js';
 import { O_DIRECT, directIoFilesystem } from '../../aligned.js';
 import {
   DestinationFullError,
@@ -153,7 +153,7 @@ export class LocalBackend implements Backend {
    */
   openWriter(type: ObjectType, options?: WriterOptions): ObjectWriter {
     if (type !== 'data') throw new Error(`streamed writes are for packs, not ${type}`);
-    if (options?.inFlightBytes) this.stages.setCapacity(options.inFlightBytes);
+    this.stages.setCapacity(options?.inFlightBytes ?? DEFAULT_IN_FLIGHT_BYTES);
     return new LocalWriter(this.writerHost, type, options);
   }
 
