@@ -353,8 +353,7 @@ export class Repository {
       }
       if (copied)
         await copied.catch((err: unknown) => {
-          this.uploadError ??= err;
-          throw this.uploadError;
+          throw this.streamFailed(err);
         });
       return;
     }
@@ -377,6 +376,13 @@ export class Repository {
     this.stats.newBytes += raw;
   }
 
+  /** The first failure of a streamed pack (reported by its writes and its finish alike: context once).
+   *  A named error (the destination is full, unwritable) says what it was writing itself. */
+  private streamFailed(err: unknown): unknown {
+    this.uploadError ??= err instanceof TidemarkError ? err : addContext('writing a data pack', err);
+    return this.uploadError;
+  }
+
   /** Finishes a streamed pack in the background (header, sync, rename: PackStream.finish); the next
    *  pack fills meanwhile. Its blobs are indexed once it is whole under its name. */
   private finishStream(b: PackStream): void {
@@ -388,7 +394,7 @@ export class Repository {
         this.registerPack(id, blobs);
       })
       .catch((err) => {
-        this.uploadError ??= err; // the store's error names the pack where it is known
+        this.streamFailed(err);
       })
       .finally(() => {
         this.uploads.delete(p);

@@ -164,6 +164,28 @@ describe('streamed data packs (LocalBackend.openWriter, PackStream)', () => {
     expect(b.stages.inUse).toBe(0);
   });
 
+  it('a disk error mid-pack stops the backup’s writes with it, in context, and leaves no pack', async () => {
+    const { dir, b } = await folder();
+    await (await initRepository(b, 'pw', { kdf: { N: 1024 } })).close();
+    const repo = await Repository.open(b, 'pw');
+    const open = fs.open.bind(fs);
+    vi.spyOn(fs, 'open').mockImplementation((async (...args: Parameters<typeof fs.open>) => {
+      const fh = await open(...args);
+      if (String(args[0]).includes(TEMP_PREFIX + 'w-'))
+        (fh as unknown as { write: unknown }).write = async () => {
+          throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
+        };
+      return fh;
+    }) as typeof fs.open);
+    const err = await (async () => {
+      for (let i = 0; i < 40; i++) await repo.saveBlob(BlobType.Data, crypto.randomBytes(700_000));
+      await repo.flush();
+    })().catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/^writing a data pack: EIO: i\/o error, write$/);
+    await repo.close();
+    expect(await filesUnder(dir)).toEqual([]); // no pack, and no temporary file
+  });
+
   it('a pack abandoned mid-way (a run that stops) leaves nothing', async () => {
     const { dir, b } = await folder();
     const stream = new PackStream(newMasterKey(), (o) => b.openWriter('data', o));
