@@ -235,7 +235,8 @@ describe('JobRunner', () => {
       },
     };
     const runner = new JobRunner({ catalog, engine, clock });
-    const run = await runner.run(addJob({ retention: { keepLast: 2 } }));
+    const job = addJob({ retention: { keepLast: 2 } });
+    const run = await runner.run(job);
     expect(run.status).toBe('completed-with-warnings');
     expect(order).toEqual(['backup', 'release', 'forget', 'index', 'prune']);
     // a failure to give memory back never fails the run
@@ -243,7 +244,7 @@ describe('JobRunner', () => {
       throw new Error('no');
     };
     clock.t += DAY;
-    expect((await runner.run(catalog.getJob(run.jobId))).status).toBe('completed-with-warnings');
+    expect((await runner.run(catalog.getJob(job.id))).status).toBe('completed-with-warnings');
   });
 
   it('makes a full backup on demand and when the last full one is older than fullEveryDays', async () => {

@@ -13,6 +13,7 @@ import { forget, prune } from '../repo/retention.js';
 import { check } from '../check/index.js';
 import { restoreTest } from '../restoretest/index.js';
 import { closeIdlePools } from '../pool/index.js';
+import { dropKeptAligned } from '../aligned.js';
 import { UsageError } from '../errors.js';
 import { lockDaysFor } from '../repo/immutability.js';
 import type { JobEngine } from './runner.js';
@@ -111,6 +112,9 @@ export function createJobEngine(opts: {
     prune: (repo, o) => prune(repo, { signal: o.signal }),
     check: (repo, o) => check(repo, { readData: o.readData, signal: o.signal }),
     restoreTest: (repo, o) => restoreTest(repo, o),
-    releaseMemory: closeIdlePools,
+    releaseMemory: async () => {
+      await closeIdlePools();
+      dropKeptAligned();
+    },
   };
 }
