@@ -215,7 +215,8 @@ describe('JobRunner', () => {
     const repo = new FakeRepo();
     const f = fakeEngine(repo, clock);
     const order: string[] = [];
-    const wrap = <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
+    const wrap =
+      <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
       async (...a: A) => {
         order.push(name);
         return fn(...a);

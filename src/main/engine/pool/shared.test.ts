@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { acquireDecodePool, closeIdlePools, releasePool, sharedPools } from './shared.js';
 
 const key = { encryption: new Uint8Array(32).fill(1), id: new Uint8Array(32).fill(2) };
-const config = { chunker: { min: 512 * 1024, avg: 1024 * 1024, max: 8 * 1024 * 1024 }, chunkerSeed: '00'.repeat(16) };
+const config = {
+  chunker: { min: 512 * 1024, avg: 1024 * 1024, max: 8 * 1024 * 1024 },
+  chunkerSeed: '00'.repeat(16),
+};
 
 describe('shared pools', () => {
   it('closeIdlePools closes the pools nobody uses now, and leaves a pool in use open', async () => {
