@@ -242,9 +242,12 @@ export class TidemarkApi {
     let all = await repo.listSnapshots();
     const entry = this.repos.get(job.id);
     if (entry && !entry.seen) entry.seen = new Set(all.map((x) => x.id));
-    else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id))) {
-      // written by another process (the CLI, another computer) since the handle was opened: reopen it,
-      // so its index knows the new blobs
+    else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id)) && repo.refresh) {
+      // written since the handle was opened (a run, the CLI, another computer): its index learns the new blobs
+      await repo.refresh();
+      entry.seen = new Set(all.map((x) => x.id));
+    } else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id))) {
+      // the same, for a handle that cannot refresh itself: reopen it
       this.dropRepo(job.id);
       repo = await this.repoFor(job);
       all = await repo.listSnapshots();
