@@ -83,12 +83,21 @@ export class TidemarkApi {
       this.runs = new RunManager({ ...s, runs }, emit);
     }
     this.events.on('run.finished', (run: { jobId: string; snapshotId?: string }) => {
-      this.dropRepo(run.jobId);
-      void this.refreshStats(run.jobId).then(() => {
-        // a backup whose changes look like mass encryption: the app alerts (notification, banner)
-        const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
-        if (alarm) this.emit('alarm.raised', alarm);
-      });
+      // an open handle that can refresh itself catches up in snapshotsOf; reopening one derives its key again
+      const open = this.repos.get(run.jobId)?.handle.then(
+        (h) => !!h.refresh,
+        () => false,
+      );
+      void Promise.resolve(open)
+        .then((refreshes) => {
+          if (!refreshes) this.dropRepo(run.jobId);
+          return this.refreshStats(run.jobId);
+        })
+        .then(() => {
+          // a backup whose changes look like mass encryption: the app alerts (notification, banner)
+          const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
+          if (alarm) this.emit('alarm.raised', alarm);
+        });
     });
     this.protection = new Protection({
       services: s,
