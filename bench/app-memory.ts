@@ -114,11 +114,11 @@ async function startServerChild(home: string, staticDir: string): Promise<Server
           name: 'server',
         }),
       ];
-  const child = spawn(
-    process.execPath,
-    ['--expose-gc', ...entry, home, staticDir],
-    { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: withMallocEnv() },
-  );
+  const child = spawn(process.execPath, ['--expose-gc', ...entry, home, staticDir], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: withMallocEnv(),
+  });
   const s = new Server(child);
   const ready = await s.op<{ url: string; pid: number }>('ready');
   s.url = ready.url;
@@ -291,7 +291,12 @@ async function runRow(
  * repository: the engine's own figure, to compare the server's with. `blockFiles`: as the app's jobs do
  * (large VM disks and databases cut into fixed-size blocks, on unless a job unticks it).
  */
-function cliPeak(dataRoot: string, repo: string, blockFiles: boolean): { peak: number; seconds: number } {
+function cliPeak(
+  dataRoot: string,
+  repo: string,
+  blockFiles: boolean,
+  low: boolean,
+): { peak: number; seconds: number } {
   fs.rmSync(repo, { recursive: true, force: true });
   const env = withMallocEnv({ ...process.env, TIDEMARK_PASSWORD: 'bench password 31b' });
   const tm = [path.join(ROOT, 'out/cli/tidemark.js'), '-r', repo];
@@ -299,7 +304,16 @@ function cliPeak(dataRoot: string, repo: string, blockFiles: boolean): { peak: n
   if (init.status !== 0) throw new Error(`tidemark init: ${init.stderr}`);
   const r = spawnSync(
     '/usr/bin/time',
-    ['-f', '%e %M', process.execPath, ...tm, 'backup', dataRoot, ...(blockFiles ? ['--block-files'] : [])],
+    [
+      '-f',
+      '%e %M',
+      process.execPath,
+      ...tm,
+      'backup',
+      dataRoot,
+      ...(blockFiles ? ['--block-files'] : []),
+      ...(low ? ['--memory', 'low'] : []),
+    ],
     { env, encoding: 'utf8' },
   );
   fs.rmSync(repo, { recursive: true, force: true });
@@ -326,9 +340,16 @@ async function main(): Promise<void> {
   console.log(`dataset: ${data.files} files, ${mib(data.bytes)} MiB`);
   const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
   if (built.status !== 0) throw new Error('building the CLI failed');
-  const cli = [true, false].map((blockFiles) => ({
+  const cli = (
+    [
+      [true, false],
+      [false, false],
+      [true, true],
+    ] as const
+  ).map(([blockFiles, low]) => ({
     blockFiles,
-    ...cliPeak(data.root, path.join(base, 'repo-cli'), blockFiles),
+    low,
+    ...cliPeak(data.root, path.join(base, 'repo-cli'), blockFiles, low),
   }));
 
   const server = await startServerChild(home, staticDir);
@@ -426,7 +447,7 @@ async function main(): Promise<void> {
   console.log('\nThe CLI backing up the same data into a new repository (out/cli; peak RSS, /usr/bin/time):');
   for (const c of cli)
     console.log(
-      `  tidemark backup${c.blockFiles ? ' --block-files (as the app\'s jobs)' : ''}: peak ${mib(c.peak)} MiB, ${c.seconds.toFixed(1)} s`,
+      `  tidemark backup${c.blockFiles ? ' --block-files' : ''}${c.low ? ' --memory low' : ''}${c.blockFiles ? " (as the app's jobs)" : ''}: peak ${mib(c.peak)} MiB, ${c.seconds.toFixed(1)} s`,
     );
   console.log(
     '\nRun rows: peaks over the run (server: VmHWM since the run started, its heap the highest seen; renderer: sampled 4×/s;' +
