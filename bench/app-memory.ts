@@ -1,8 +1,9 @@
 /**
- * `npm run bench:app-memory [-- --dir DIR] [-- --scale S] [-- --runs N] [-- --keep]`
+ * `npm run bench:app-memory [-- --dir DIR] [-- --scale S] [-- --runs N] [-- --keep] [-- --tsx]`
  *
  * The app's own memory in browser mode: the Node server process as `npm start` runs it
- * (bench/app-memory-server.ts: the app's wiring, real engine and catalog, glibc malloc settings of
+ * (bench/app-memory-server.ts bundled as out/server is, scripts/build-server.mjs; `--tsx`: the sources
+ * through tsx instead; the app's wiring, real engine and catalog, glibc malloc settings of
  * bin/malloc-env.mjs) and the UI in Debian's headless Chromium (playwright-core), in these phases:
  *   idle              the Dashboard with one job, after a garbage collection in both
  *   full backup       the bench dataset (bench/dataset.ts, scale S) backed up, the Live run page open;
@@ -25,13 +26,14 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { build } from 'vite';
 import { chromium, type CDPSession, type Page } from 'playwright-core';
 import { makeDataset } from './dataset.js';
 import type { ServerFigures } from './app-memory-server.js';
 import { withMallocEnv } from '../bin/malloc-env.mjs';
+import { buildServer } from '../scripts/build-server.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -43,6 +45,7 @@ const base = path.resolve(opt('dir', '/var/tmp/tidemark-bench-app-memory')!);
 const scale = Number(opt('scale', '1'));
 const moreRuns = Number(opt('runs', '30'));
 const keep = args.includes('--keep');
+const withTsx = args.includes('--tsx');
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -101,17 +104,21 @@ class Server {
 }
 
 async function startServerChild(home: string, staticDir: string): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--expose-gc',
-      path.join(ROOT, 'bin/run-ts.mjs'),
-      path.join(ROOT, 'bench/app-memory-server.ts'),
-      home,
-      staticDir,
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: withMallocEnv() },
-  );
+  // bundled as `npm start` runs browser mode's server (scripts/build-server.mjs); --tsx: the sources through tsx
+  const entry = withTsx
+    ? [path.join(ROOT, 'bin/run-ts.mjs'), path.join(ROOT, 'bench/app-memory-server.ts')]
+    : [
+        await buildServer({
+          entry: 'bench/app-memory-server.ts',
+          outdir: 'out/bench-app-memory',
+          name: 'server',
+        }),
+      ];
+  const child = spawn(process.execPath, ['--expose-gc', ...entry, home, staticDir], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: withMallocEnv(),
+  });
   const s = new Server(child);
   const ready = await s.op<{ url: string; pid: number }>('ready');
   s.url = ready.url;
@@ -279,6 +286,42 @@ async function runRow(
   return ms;
 }
 
+/**
+ * The CLI's peak RSS (/usr/bin/time's maximum resident set) backing up the same data into a new
+ * repository: the engine's own figure, to compare the server's with. `blockFiles`: as the app's jobs do
+ * (large VM disks and databases cut into fixed-size blocks, on unless a job unticks it).
+ */
+function cliPeak(
+  dataRoot: string,
+  repo: string,
+  blockFiles: boolean,
+  low: boolean,
+): { peak: number; seconds: number } {
+  fs.rmSync(repo, { recursive: true, force: true });
+  const env = withMallocEnv({ ...process.env, TIDEMARK_PASSWORD: 'bench password 31b' });
+  const tm = [path.join(ROOT, 'out/cli/tidemark.js'), '-r', repo];
+  const init = spawnSync(process.execPath, [...tm, 'init'], { env, encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(`tidemark init: ${init.stderr}`);
+  const r = spawnSync(
+    '/usr/bin/time',
+    [
+      '-f',
+      '%e %M',
+      process.execPath,
+      ...tm,
+      'backup',
+      dataRoot,
+      ...(blockFiles ? ['--block-files'] : []),
+      ...(low ? ['--memory', 'low'] : []),
+    ],
+    { env, encoding: 'utf8' },
+  );
+  fs.rmSync(repo, { recursive: true, force: true });
+  if (r.status !== 0) throw new Error(`tidemark backup: ${r.stderr}`);
+  const [seconds, kb] = r.stderr.trim().split('\n').pop()!.split(' ').map(Number);
+  return { peak: kb * 1024, seconds };
+}
+
 async function main(): Promise<void> {
   const executablePath = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => fs.existsSync(p));
   if (!executablePath) throw new Error('no Chromium (install Debian\'s "chromium" package)');
@@ -295,6 +338,19 @@ async function main(): Promise<void> {
   });
   const data = await makeDataset(path.join(base, 'data'), scale);
   console.log(`dataset: ${data.files} files, ${mib(data.bytes)} MiB`);
+  const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('building the CLI failed');
+  const cli = (
+    [
+      [true, false],
+      [false, false],
+      [true, true],
+    ] as const
+  ).map(([blockFiles, low]) => ({
+    blockFiles,
+    low,
+    ...cliPeak(data.root, path.join(base, 'repo-cli'), blockFiles, low),
+  }));
 
   const server = await startServerChild(home, staticDir);
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS, headless: true });
@@ -388,6 +444,11 @@ async function main(): Promise<void> {
   for (const l of lines) console.log(`| ${l.join(' | ')} |`);
   console.log('');
   for (const r of rows) if (r.note) console.log(`${r.phase}: ${r.note}`);
+  console.log('\nThe CLI backing up the same data into a new repository (out/cli; peak RSS, /usr/bin/time):');
+  for (const c of cli)
+    console.log(
+      `  tidemark backup${c.blockFiles ? ' --block-files' : ''}${c.low ? ' --memory low' : ''}${c.blockFiles ? " (as the app's jobs)" : ''}: peak ${mib(c.peak)} MiB, ${c.seconds.toFixed(1)} s`,
+    );
   console.log(
     '\nRun rows: peaks over the run (server: VmHWM since the run started, its heap the highest seen; renderer: sampled 4×/s;' +
       '\n  kept: the highest after a collection, taken every 5 s).' +

@@ -31,8 +31,11 @@ function electronBinary() {
   }
 }
 
-function serve() {
-  const child = spawn(process.execPath, [path.join(root, 'bin/run-ts.mjs'), path.join(root, 'src/main/api/serve.ts'), ...rest], {
+async function serve() {
+  // bundled, as Electron's main process is: the sources through tsx cost the server ~35 MiB (scripts/build-server.mjs)
+  const { buildServer } = await import('./build-server.mjs');
+  const entry = await buildServer();
+  const child = spawn(process.execPath, [entry, ...rest], {
     cwd: root,
     stdio: 'inherit',
     // the server hosts the engine: glibc malloc settings that keep its peak memory down (bin/malloc-env.mjs)
@@ -45,7 +48,7 @@ function serve() {
 if (serveOnly) {
   console.log('Building the user interface…');
   run(bin('vite'), ['build', '-c', 'src/renderer/vite.config.ts']);
-  serve();
+  await serve();
 } else {
   console.log('Building Tidemark (electron-vite build)…');
   run(bin('electron-vite'), ['build']);
@@ -61,6 +64,6 @@ if (serveOnly) {
         ? 'No display found: starting browser mode instead of the Electron window.'
         : 'No Electron runtime is installed (it could not be downloaded during npm ci): starting browser mode instead.',
     );
-    serve();
+    await serve();
   }
 }

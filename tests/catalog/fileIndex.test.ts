@@ -253,6 +253,48 @@ describe('file index', () => {
     big.close();
   });
 
+  it('gives its caches back after each sync, and syncs one snapshot at a time index the same as all at once', async () => {
+    const trees: FakeDir[] = [];
+    for (let v = 0; v < 4; v++) {
+      const tree: FakeDir = {};
+      for (let d = 0; d < 12; d++) {
+        const sub: FakeDir = {};
+        for (let f = 0; f < 15; f++) sub[`f${f}-${(d + v) % 5}.txt`] = `${d}/${f}/${f % (v + 2)}`;
+        tree[`dir${d}`] = { inner: sub, [`v${v}`]: { x: `${v}` }, 'stable.txt': `${d}-${v >> 1}` };
+      }
+      trees.push(tree);
+    }
+    const repo = new FakeRepo();
+    const stepwise = new Catalog(path.join(dir, 'stepwise'));
+    const rs = stepwise.addRepository({ name: 'r', location: '/r', options: {} });
+    for (const [v, tree] of trees.entries()) {
+      repo.addSnapshot(tree, `2025-01-0${v + 1}T00:00:00Z`);
+      expect((await syncRepository(stepwise, rs.id, repo)).indexed).toBe(1);
+      // a long-lived process (the app) keeps nothing of an indexing run between runs
+      expect(stepwise.files.cacheSizes()).toEqual({ names: 0, dirs: 0 });
+    }
+    const atOnce = new Catalog(path.join(dir, 'at-once'));
+    const ra = atOnce.addRepository({ name: 'r', location: '/r', options: {} });
+    expect((await syncRepository(atOnce, ra.id, repo)).indexed).toBe(4);
+    expect(atOnce.files.cacheSizes()).toEqual({ names: 0, dirs: 0 });
+    const view = (c: Catalog) => {
+      const snaps = c.listSnapshots();
+      return {
+        lists: snaps.map((s) => [c.files.list(s.id, '/dir3/inner'), c.files.list(s.id, '/')]),
+        search: c.files.search('f1').map((h) => [h.path, h.snapshots.length]),
+        versions: c.files.history('/dir2/stable.txt').map((v) => [v.time, v.size, v.changed]),
+        names: c.db.prepare('SELECT count(*) FROM names').pluck().get(),
+        dirs: c.db.prepare('SELECT count(*) FROM dirs').pluck().get(),
+        entries: c.db.prepare('SELECT count(*) FROM entries').pluck().get(),
+      };
+    };
+    expect(view(stepwise)).toEqual(view(atOnce));
+    expect(view(stepwise).search.length).toBeGreaterThan(20);
+    expect(view(stepwise).versions.length).toBeGreaterThan(1);
+    stepwise.close();
+    atOnce.close();
+  });
+
   it('finds non-ASCII names in the usual case spellings', async () => {
     const repo = new FakeRepo();
     repo.addSnapshot(

@@ -210,6 +210,44 @@ describe('JobRunner', () => {
     expect(repo.snapshots).toHaveLength(3);
   });
 
+  it("gives back the backup's memory before indexing, retention and prune", async () => {
+    const clock = new TestClock(Date.parse('2025-05-01T12:00:00Z'));
+    const repo = new FakeRepo();
+    const f = fakeEngine(repo, clock);
+    const order: string[] = [];
+    const wrap =
+      <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
+      async (...a: A) => {
+        order.push(name);
+        return fn(...a);
+      };
+    const loadTree = repo.loadTree.bind(repo);
+    repo.loadTree = async (id) => {
+      if (order.at(-1) !== 'index') order.push('index');
+      return loadTree(id);
+    };
+    const engine: typeof f.engine = {
+      ...f.engine,
+      backup: wrap('backup', f.engine.backup),
+      forget: wrap('forget', f.engine.forget!),
+      prune: wrap('prune', f.engine.prune!),
+      releaseMemory: async () => {
+        order.push('release');
+      },
+    };
+    const runner = new JobRunner({ catalog, engine, clock });
+    const job = addJob({ retention: { keepLast: 2 } });
+    const run = await runner.run(job);
+    expect(run.status).toBe('completed-with-warnings');
+    expect(order).toEqual(['backup', 'release', 'forget', 'index', 'prune']);
+    // a failure to give memory back never fails the run
+    engine.releaseMemory = async () => {
+      throw new Error('no');
+    };
+    clock.t += DAY;
+    expect((await runner.run(catalog.getJob(job.id))).status).toBe('completed-with-warnings');
+  });
+
   it('makes a full backup on demand and when the last full one is older than fullEveryDays', async () => {
     const clock = new TestClock(Date.parse('2025-05-01T12:00:00Z'));
     const f = fakeEngine(new FakeRepo(), clock);

@@ -5,7 +5,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
-import { alignedAt, giveAligned, takeAligned } from '../../src/main/engine/aligned.js';
+import {
+  alignedAt,
+  alignedBytes,
+  dropKeptAligned,
+  giveAligned,
+  takeAligned,
+} from '../../src/main/engine/aligned.js';
 import { loadNativeAddon } from '../../src/main/engine/native.js';
 
 const MiB = 1024 * 1024;
@@ -31,6 +37,21 @@ describe('aligned memory', () => {
     a.fill(7);
     giveAligned(a);
     expect(takeAligned(2 * MiB)).toBe(a);
+  });
+
+  it('dropKeptAligned lets go of what is kept: the next take makes a new memory', () => {
+    const a = takeAligned(4 * MiB)!;
+    const b = takeAligned(4 * MiB)!;
+    giveAligned(a);
+    giveAligned(b);
+    expect(alignedBytes.kept).toBeGreaterThanOrEqual(8 * MiB);
+    dropKeptAligned();
+    expect(alignedBytes.kept).toBe(0);
+    const c = takeAligned(4 * MiB)!;
+    // (identity compared as booleans: expect's not.toBe on two 4 MiB buffers compares their bytes to explain itself)
+    expect(c === a || c === b).toBe(false);
+    expect(alignedAt(c)).toBe(true);
+    giveAligned(c);
   });
 
   it.skipIf(

@@ -83,12 +83,21 @@ export class TidemarkApi {
       this.runs = new RunManager({ ...s, runs }, emit);
     }
     this.events.on('run.finished', (run: { jobId: string; snapshotId?: string }) => {
-      this.dropRepo(run.jobId);
-      void this.refreshStats(run.jobId).then(() => {
-        // a backup whose changes look like mass encryption: the app alerts (notification, banner)
-        const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
-        if (alarm) this.emit('alarm.raised', alarm);
-      });
+      // an open handle that can refresh itself catches up in snapshotsOf; reopening one derives its key again
+      const open = this.repos.get(run.jobId)?.handle.then(
+        (h) => !!h.refresh,
+        () => false,
+      );
+      void Promise.resolve(open)
+        .then((refreshes) => {
+          if (!refreshes) this.dropRepo(run.jobId);
+          return this.refreshStats(run.jobId);
+        })
+        .then(() => {
+          // a backup whose changes look like mass encryption: the app alerts (notification, banner)
+          const alarm = this.stats.get(run.jobId)?.alarms?.find((x) => x.snapshotId === run.snapshotId);
+          if (alarm) this.emit('alarm.raised', alarm);
+        });
     });
     this.protection = new Protection({
       services: s,
@@ -242,9 +251,12 @@ export class TidemarkApi {
     let all = await repo.listSnapshots();
     const entry = this.repos.get(job.id);
     if (entry && !entry.seen) entry.seen = new Set(all.map((x) => x.id));
-    else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id))) {
-      // written by another process (the CLI, another computer) since the handle was opened: reopen it,
-      // so its index knows the new blobs
+    else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id)) && repo.refresh) {
+      // written since the handle was opened (a run, the CLI, another computer): its index learns the new blobs
+      await repo.refresh();
+      entry.seen = new Set(all.map((x) => x.id));
+    } else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id))) {
+      // the same, for a handle that cannot refresh itself: reopen it
       this.dropRepo(job.id);
       repo = await this.repoFor(job);
       all = await repo.listSnapshots();

@@ -55,6 +55,11 @@ class RealHandle implements RepoHandle {
   dismissAlarm(snapshot: SnapshotEntry, opts: { note?: string }) {
     return dismissAlarm(this.repo, snapshot, opts);
   }
+  /** Its index, when loaded, picks up the new index files (a new handle would derive the key again:
+   *  32 MiB of scrypt after every run); an index not loaded yet is loaded fresh when first needed. */
+  async refresh() {
+    if (this.repo.indexIsLoaded) await this.repo.loadIndex(true);
+  }
   close() {
     return this.repo.close();
   }

@@ -1,9 +1,10 @@
 /**
- * Browser mode entry (`npm run serve`): the API on 127.0.0.1 with a random access token, serving the
+ * Browser mode entry (`npm run serve`, which runs it bundled: scripts/build-server.mjs): the API on 127.0.0.1 with a random access token, serving the
  * built renderer from out/renderer. Options: --port N, --data DIR (default $TIDEMARK_HOME or
  * ~/.tidemark), --static DIR, --fake-engine (an in-memory engine for UI work; nothing is kept).
  */
 import '../engineHost.js'; // first: libuv's pool size and V8 tiering for the engine
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createApi } from './wiring.js';
@@ -15,7 +16,12 @@ const opt = (name: string) => {
   const i = argv.indexOf(name);
   return i >= 0 ? argv[i + 1] : undefined;
 };
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+// the project's root: above the bundle (out/server/serve.js, what `npm start` runs) or the sources
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root =
+  [path.resolve(here, '../..'), path.resolve(here, '../../..')].find((d) =>
+    fs.existsSync(path.join(d, 'package.json')),
+  ) ?? path.resolve(here, '../../..');
 const { api, services, close } = createApi({
   mode: 'browser',
   dataDir: opt('--data'),

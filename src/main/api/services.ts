@@ -43,6 +43,8 @@ export interface RepoHandle {
   listDismissals?(): Promise<AlarmDismissal[]>;
   /** Dismisses the alarm of a suspect snapshot; absent: this engine cannot. */
   dismissAlarm?(snapshot: SnapshotEntry, opts: { note?: string }): Promise<AlarmDismissal>;
+  /** Catches up with what others wrote since it was opened (their new blobs); absent: the API reopens it. */
+  refresh?(): Promise<void>;
 }
 
 /**

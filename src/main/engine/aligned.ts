@@ -118,3 +118,14 @@ export function giveAligned(b: Buffer, keep = 4): void {
   }
   kept.set(b.length, list);
 }
+
+/**
+ * Lets go of every memory kept for reuse, its pages given back now (the mapping goes when a collection
+ * finds it dead). For a process that stays up after an operation (the app): a backup's pack buffers were
+ * otherwise kept, one of them resident, until its next backup.
+ */
+export function dropKeptAligned(): void {
+  for (const list of kept.values()) for (const b of list) releasePages(b.buffer);
+  kept.clear();
+  alignedBytes.kept = 0;
+}

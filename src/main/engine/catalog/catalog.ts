@@ -84,6 +84,16 @@ export class Catalog {
     this.db.close();
   }
 
+  /**
+   * Gives back what indexing kept (the file index's name and folder caches, SQLite's page cache of this
+   * connection). A long-lived process (the app) calls it after each sync: the caches speed up one
+   * indexing run, and kept between runs they only grew with the names seen (up to millions).
+   */
+  releaseMemory(): void {
+    this.files.releaseMemory();
+    this.db.pragma('shrink_memory');
+  }
+
   sizeBytes(): number {
     return databaseSize(this.db);
   }

@@ -231,6 +231,11 @@ export class FileIndex {
     this.dirPaths.clear();
   }
 
+  /** Names and directories in the lookup caches now. */
+  cacheSizes(): { names: number; dirs: number } {
+    return { names: this.nameIds.size, dirs: this.dirIds.size + this.dirPaths.size };
+  }
+
   /** Most names and directories kept in the lookup caches (tests lower them). */
   cacheLimits = { names: 3_000_000, dirs: 1_000_000 };
 

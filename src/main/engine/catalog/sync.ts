@@ -87,7 +87,7 @@ async function syncLocked(
         }
       });
     } finally {
-      if (preloadNames) catalog.files.releaseMemory();
+      catalog.releaseMemory();
     }
   }
   if (gone.length) catalog.files.gc();

@@ -19,6 +19,7 @@ export {
   acquirePool,
   acquireDecodePool,
   releasePool,
+  closeIdlePools,
   spareSealedCount,
   spareSegmentCount,
   sharedPools,

@@ -272,6 +272,11 @@ export class Repository {
     await this.indexLoading;
   }
 
+  /** Whether the index is loaded (the first use that needs it loads it). */
+  get indexIsLoaded(): boolean {
+    return this.indexLoaded;
+  }
+
   /** Forgets the loaded index (after prune replaced index files); the next use reloads it. */
   invalidateIndex(): void {
     this.index = new BlobIndex();

@@ -12,6 +12,8 @@ import { backup } from '../backup/index.js';
 import { forget, prune } from '../repo/retention.js';
 import { check } from '../check/index.js';
 import { restoreTest } from '../restoretest/index.js';
+import { closeIdlePools } from '../pool/index.js';
+import { dropKeptAligned } from '../aligned.js';
 import { UsageError } from '../errors.js';
 import { lockDaysFor } from '../repo/immutability.js';
 import type { JobEngine } from './runner.js';
@@ -110,5 +112,9 @@ export function createJobEngine(opts: {
     prune: (repo, o) => prune(repo, { signal: o.signal }),
     check: (repo, o) => check(repo, { readData: o.readData, signal: o.signal }),
     restoreTest: (repo, o) => restoreTest(repo, o),
+    releaseMemory: async () => {
+      await closeIdlePools();
+      dropKeptAligned();
+    },
   };
 }

@@ -83,6 +83,9 @@ export interface JobEngine<R extends EngineRepo = EngineRepo> {
   maintenance?(repo: R, opts: { host: string; intervalMs: number }): Promise<MaintenanceDecision>;
   /** Records a finished prune in the maintenance record; false when another host took over. */
   recordPrune?(repo: R, opts: { host: string; intervalMs: number }): Promise<boolean>;
+  /** Gives back what the backup kept for the next one (its idle worker threads and their buffers), so
+   *  the run's later steps (indexing, retention, prune) do not hold both at once. */
+  releaseMemory?(): Promise<void>;
   /** Restores a sample of a snapshot into a temporary folder and compares it (restoretest/). */
   restoreTest?(repo: R, opts: RestoreTestOptions): Promise<RestoreTestResult>;
 }
@@ -365,6 +368,7 @@ export class JobRunner<R extends EngineRepo = EngineRepo> {
         }
       }
       if (lastProgress) sampler.offer(lastProgress, true);
+      await this.engine.releaseMemory?.().catch(() => {});
       for (const s of result.skipped) {
         problems.push({ severity: 'warning', path: s.path, message: s.reason, code: s.code });
       }
