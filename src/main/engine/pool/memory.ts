@@ -13,7 +13,7 @@ const MiB = 1024 * 1024;
 
 export interface MemoryProfile {
   workers: number;
-  /** Backup: file tasks in flight per worker (each may hold a read block of 8 MiB). */
+  /** Backup: file tasks in flight per worker (each may hold a read block of 6 MiB: backup/worker/settings.ts). */
   tasksPerWorker: number;
   /** Backup: data packs held in memory at once (repo/repository.ts packBuffers; unset: the backend's
    *  writes at once and one filling). */
@@ -29,7 +29,7 @@ export interface MemoryProfile {
 const NORMAL: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 2,
   sealBudget: 8 * MiB,
-  scratchBytes: 8 * MiB,
+  scratchBytes: 4 * MiB,
   restoreLoops: 4,
 };
 
@@ -37,7 +37,7 @@ const LOW: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 1,
   packBuffers: 1,
   sealBudget: 4 * MiB,
-  scratchBytes: 4 * MiB,
+  scratchBytes: 2 * MiB,
   restoreLoops: 1,
 };
 
