@@ -29,7 +29,7 @@ export interface MemoryProfile {
 const NORMAL: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 2,
   sealBudget: 8 * MiB,
-  scratchBytes: 4 * MiB,
+  scratchBytes: 8 * MiB,
   restoreLoops: 4,
 };
 
