@@ -171,6 +171,23 @@ for (const backend of ['fanotify', 'inotify'] as const) {
       expect(r.lost.length > 0 || r.dirs.includes(path.join(root, 'a'))).toBe(true);
     });
 
+    it('a link removed while the reader looks at it still dirties the other name (or says it cannot tell)', async () => {
+      // The filesystem drops the link count before the name leaves its folder: a reader that looks in
+      // between sees the name with one link. Many rounds make that moment likely to be hit at least once.
+      // between the link and its removal, a pause of 0 to 60 µs (the reader wakes within about that)
+      const pause = (us: number) => {
+        const until = process.hrtime.bigint() + BigInt(us * 1000);
+        while (process.hrtime.bigint() < until);
+      };
+      for (let i = 0; i < 600; i++) {
+        fs.linkSync(path.join(root, 'a/file'), path.join(root, 'c/brief'));
+        pause(i % 61);
+        fs.unlinkSync(path.join(root, 'c/brief'));
+        const r = await c.take();
+        expect({ round: i, seen: r.lost.length > 0 || r.dirs.includes(path.join(root, 'a')) }).toEqual({ round: i, seen: true });
+      }
+    });
+
     it('reports the removal of a root as a breakdown (or a dirty tree where it can still follow)', async () => {
       fs.rmSync(root, { recursive: true });
       const r = await c.take();

@@ -15,7 +15,8 @@
 // created or moved in (links made there before its watch existed gave no event). A name that appeared
 // and vanished before the reader could lstat it (and was not a file written and closed, like an
 // editor's temp file) may have been a link, so it marks the batch `lost`, as does a file with names
-// outside the roots. Changes made through a name outside the roots are not seen (as with every
+// outside the roots. A name caught as it is being unlinked shows the link count of the names left, so
+// an arrived name seen with one link is checked once more (PinIfVanishing). Changes made through a name outside the roots are not seen (as with every
 // backend).
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <map>
@@ -44,6 +46,7 @@ constexpr uint32_t kMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
 constexpr int kNoParent = -1;
 constexpr int kDetached = -2;
 constexpr size_t kMaxSearchDirs = 20000;
+constexpr size_t kMaxPins = 1024;
 
 struct WatchNode {
   int parent;
@@ -99,6 +102,7 @@ class InotifyBackend : public LinuxReaderBase {
     links_.clear();
     byName_.clear();
     unexamined_.clear();
+    DropPins();
   }
 
   bool Drain() override {
@@ -216,7 +220,8 @@ class InotifyBackend : public LinuxReaderBase {
 
   // Finds every name of the inodes `targets` in the watched directories, in one pass over them.
   // False when there are too many directories to search.
-  bool FindNames(const std::set<InodeKey> &targets) {
+  // With `anyCount`, names of one link are noted too (the inode's other names are gone or going).
+  bool FindNames(const std::set<InodeKey> &targets, bool anyCount = false) {
     if (targets.empty()) return true;
     if (nodes_.size() > kMaxSearchDirs) return false;
     std::unordered_set<ino_t> inos;
@@ -235,7 +240,7 @@ class InotifyBackend : public LinuxReaderBase {
         // d_ino is the inode on the directory's own filesystem: a cheap filter before the lstat
         if (de->d_type != DT_UNKNOWN && !inos.count(de->d_ino)) continue;
         struct stat st;
-        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink > 1 &&
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (anyCount || st.st_nlink > 1) &&
             targets.count(InodeKey(st.st_dev, st.st_ino)))
           NoteName(st, NameKey(wd, de->d_name));
       }
@@ -246,12 +251,16 @@ class InotifyBackend : public LinuxReaderBase {
 
   // A name was created, moved in, or changed: keep the link map current and dirty every name's
   // directory when the file has (or had) several links.
-  void CheckLinks(int wd, const std::string &full, const std::string &name, bool arrived) {
+  void CheckLinks(int wd, const std::string &dir, const std::string &full, const std::string &name, bool arrived) {
     NameKey nk(wd, name);
     struct stat st;
-    bool exists = lstat(full.c_str(), &st) == 0;
+    // An arrived name is opened (O_PATH: no access to its data needed) so its inode can still be asked
+    // about after the name is gone (PinIfVanishing).
+    int fd = arrived ? open(full.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+    bool exists = arrived ? fd >= 0 && fstat(fd, &st) == 0 : lstat(full.c_str(), &st) == 0;
     int err = errno;
     if (!exists || S_ISDIR(st.st_mode)) {
+      if (fd >= 0) close(fd);
       auto b = byName_.find(nk);
       if (b != byName_.end()) MarkNames(b->second);
       // gone, or already replaced by a folder (the event named a file): what arrived was never examined
@@ -262,6 +271,7 @@ class InotifyBackend : public LinuxReaderBase {
     auto b = byName_.find(nk);
     if (b != byName_.end() && b->second != InodeKey(st.st_dev, st.st_ino)) ForgetName(nk);  // replaced
     if (st.st_nlink <= 1) {
+      if (fd >= 0) PinIfVanishing(nk, dir, full, st, fd);
       auto again = byName_.find(nk);
       if (again != byName_.end()) {
         MarkNames(again->second);  // it lost its other names
@@ -269,6 +279,7 @@ class InotifyBackend : public LinuxReaderBase {
       }
       return;
     }
+    if (fd >= 0) close(fd);
     bool known = NoteName(st, nk);
     InodeKey key(st.st_dev, st.st_ino);
     if (!known) {
@@ -278,6 +289,66 @@ class InotifyBackend : public LinuxReaderBase {
         coalescer_->Lost("a file with hard links outside the tracked folders changed (" + full + ")");
     }
     MarkNames(key);
+  }
+
+  // An arrived name seen with one link may be a hard link caught while it is being unlinked: the
+  // filesystem drops the inode's link count before the name leaves the directory, so a look-up in
+  // between sees the name with the count already down to the other names' (a link made and removed at
+  // once, and the file's other names, whose link count and ctime changed, would go unmarked). The
+  // unlink holds the directory's lock until the name is gone and its event queued; reading the
+  // directory takes that lock, so once one read returns, a name still there with the same inode was
+  // not being removed (the count seen was its own), and a name gone has its removal event queued.
+  // That name's inode stays open (`pinned_`) until the event is handled (ResolvePin).
+  void PinIfVanishing(const NameKey &nk, const std::string &dir, const std::string &full, const struct stat &st, int fd) {
+    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      alignas(8) char entries[512];
+      (void)syscall(SYS_getdents64, dfd, entries, sizeof entries);
+      close(dfd);
+    }
+    struct stat now;
+    if (lstat(full.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+      close(fd);
+      return;
+    }
+    auto old = pinned_.find(nk);
+    if (old != pinned_.end()) {
+      close(old->second);
+      pinned_.erase(old);
+    }
+    if (pinned_.size() >= kMaxPins) {
+      DropPins();
+      coalescer_->Lost("too many names appeared and vanished at once to check each for hard links");
+    }
+    pinned_[nk] = fd;
+  }
+
+  // The removal (or replacement) of a pinned name was handled: if its inode still has names, they
+  // were hard links whose link count and ctime just changed: find them and dirty their folders.
+  void ResolvePin(const NameKey &nk, bool movedAway) {
+    auto it = pinned_.find(nk);
+    if (it == pinned_.end()) return;
+    int fd = it->second;
+    pinned_.erase(it);
+    struct stat st;
+    bool others = !movedAway && fstat(fd, &st) == 0 && st.st_nlink > 0;
+    close(fd);
+    if (!others) return;
+    InodeKey key(st.st_dev, st.st_ino);
+    if (!FindNames({key}, true))
+      coalescer_->Lost("a hard link vanished (" + PathOf(nk.first) + "/" + nk.second + ") and there are too many folders to search for its other names");
+    MarkNames(key);
+    if (st.st_nlink > 1) return;
+    // one name left: not a link any more
+    auto l = links_.find(key);
+    if (l == links_.end()) return;
+    for (const auto &n : l->second) byName_.erase(n);
+    links_.erase(l);
+  }
+
+  void DropPins() {
+    for (auto &kv : pinned_) close(kv.second);
+    pinned_.clear();
   }
 
   // Files with several links found in a directory tree that arrived (created or moved in): links
@@ -328,6 +399,7 @@ class InotifyBackend : public LinuxReaderBase {
     coalescer_->CountEvent();
     if (ev->mask & IN_Q_OVERFLOW) {
       coalescer_->Lost("inotify event queue overflowed");
+      DropPins();
       return;
     }
     if (ev->mask & IN_IGNORED) {
@@ -335,6 +407,14 @@ class InotifyBackend : public LinuxReaderBase {
       nodes_.erase(ev->wd);
       ForgetWatch(ev->wd);
       for (auto it = unexamined_.begin(); it != unexamined_.end();) it = it->first == ev->wd ? unexamined_.erase(it) : std::next(it);
+      for (auto it = pinned_.begin(); it != pinned_.end();) {
+        if (it->first.first != ev->wd) {
+          ++it;
+          continue;
+        }
+        close(it->second);
+        it = pinned_.erase(it);
+      }
       return;
     }
     if (ev->mask & IN_UNMOUNT) {
@@ -369,6 +449,8 @@ class InotifyBackend : public LinuxReaderBase {
       return;
     }
     if (isDir) return;
+    if (!pinned_.empty() && (ev->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE)))
+      ResolvePin(NameKey(ev->wd, name), (ev->mask & IN_MOVED_FROM) != 0);
     if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
       if (unexamined_.erase(NameKey(ev->wd, name)))
         coalescer_->Lost("an entry appeared and vanished before it could be examined (" + full + "); it may have been a hard link");
@@ -378,7 +460,7 @@ class InotifyBackend : public LinuxReaderBase {
     }
     if (ev->mask & IN_CLOSE_WRITE) unexamined_.erase(NameKey(ev->wd, name));  // a file written and closed, not a link
     if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) || checked_.insert(full).second) {
-      CheckLinks(ev->wd, full, name, arrived);
+      CheckLinks(ev->wd, dir, full, name, arrived);
     }
   }
 
@@ -388,6 +470,8 @@ class InotifyBackend : public LinuxReaderBase {
   std::map<InodeKey, std::set<NameKey>> links_;
   std::map<NameKey, InodeKey> byName_;
   std::set<NameKey> unexamined_;
+  // Names that vanished as they were examined, their inode held open until their removal event (PinIfVanishing).
+  std::map<NameKey, int> pinned_;
 };
 
 }  // namespace
