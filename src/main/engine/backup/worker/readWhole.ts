@@ -32,7 +32,7 @@ memtraceGauge('read blocks idle', () => idleBlocks.filter((b) => b.resident).len
 function takeBlock(): { buf: Buffer; aligned: boolean } {
   blocksOut += READ_BLOCK;
   const idle = idleBlocks.pop();
-  if (idle) return { buf: idle.buf, aligned: true };
+  if (idle && idle.buf.length === READ_BLOCK) return { buf: idle.buf, aligned: true };
   const aligned = takeAligned(READ_BLOCK);
   return { buf: aligned ?? Buffer.allocUnsafeSlow(READ_BLOCK), aligned: !!aligned };
 }
