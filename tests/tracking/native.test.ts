@@ -184,7 +184,10 @@ for (const backend of ['fanotify', 'inotify'] as const) {
         pause(i % 61);
         fs.unlinkSync(path.join(root, 'c/brief'));
         const r = await c.take();
-        expect({ round: i, seen: r.lost.length > 0 || r.dirs.includes(path.join(root, 'a')) }).toEqual({ round: i, seen: true });
+        expect({ round: i, seen: r.lost.length > 0 || r.dirs.includes(path.join(root, 'a')) }).toEqual({
+          round: i,
+          seen: true,
+        });
       }
     });
 

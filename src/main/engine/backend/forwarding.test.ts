@@ -33,12 +33,21 @@ afterAll(async () => {
 });
 
 const offers = (b: Backend) => ({ saveParts: !!b.saveParts, localFile: !!b.localFile });
+const streams = (b: Backend) => !!b.openWriter;
+/** Writes a small pack through a backend's streamed writer and names it `name`. */
+async function streamed(b: Backend, name: string, bytes: Buffer): Promise<void> {
+  const w = b.openWriter!('data');
+  await w.write(bytes);
+  await w.flush();
+  await w.commit(name);
+}
 
 describe('storage wrappers on the forwarding base', () => {
   it('a wrapper that changes nothing forwards every call and every capability of its store', async () => {
     const store = await folder();
     const plain = new (class extends ForwardingBackend {})(store);
     expect(offers(plain)).toEqual({ saveParts: true, localFile: true });
+    expect(streams(plain)).toBe(true);
     expect(plain.location).toBe(store.location);
     expect(plain.writeConcurrency).toBe(store.writeConcurrency);
     await plain.saveParts!('data', 'p1', [Buffer.from('ab'), Buffer.from('cd')]);
@@ -54,6 +63,7 @@ describe('storage wrappers on the forwarding base', () => {
     // a store without the optional calls: none offered, and the clock is ours
     const mem = new (class extends ForwardingBackend {})(new MemoryBackend());
     expect(offers(mem)).toEqual({ saveParts: false, localFile: false });
+    expect(streams(mem)).toBe(false);
     const before = Date.now();
     expect(await mem.storeNow()).toBeGreaterThanOrEqual(before);
   });
@@ -76,6 +86,8 @@ describe('storage wrappers on the forwarding base', () => {
       }
     })(store);
     expect(offers(writing)).toEqual({ saveParts: false, localFile: true });
+    expect(streams(counting)).toBe(true);
+    expect(streams(writing)).toBe(false); // a stream would pass its save by
     // below another wrapper, a capability it withholds stays withheld
     expect(offers(new (class extends ForwardingBackend {})(counting))).toEqual({
       saveParts: true,
@@ -92,6 +104,16 @@ describe('storage wrappers on the forwarding base', () => {
     expect(offers(new FaultyBackend(store))).toEqual({ saveParts: false, localFile: false });
     // append-only checks writes in both its saves, and reads pass
     expect(offers(new AppendOnlyBackend(store))).toEqual({ saveParts: true, localFile: true });
+    // append-only streams too, and still never writes over an object: a pack already there is kept
+    const appendOnly = new AppendOnlyBackend(store);
+    expect(streams(appendOnly)).toBe(true);
+    await streamed(appendOnly, 'p5', Buffer.from('first'));
+    await streamed(appendOnly, 'p5', Buffer.from('other'));
+    expect((await store.load('data', 'p5')).toString()).toBe('first');
+    const left: string[] = [];
+    for (const e of await fs.readdir(path.join(store.location, 'data'), { recursive: true }))
+      if (path.basename(e).startsWith('.')) left.push(e);
+    expect(left).toEqual([]); // the dropped copy's temporary file is gone
     const logged = new RequestLogBackend(store, (r) => records.push(r));
     expect(offers(logged)).toEqual({ saveParts: true, localFile: false });
     await logged.saveParts!('data', 'p2', [Buffer.from('x'), Buffer.from('yz')]);
@@ -100,6 +122,38 @@ describe('storage wrappers on the forwarding base', () => {
       saveParts: false,
       localFile: false,
     });
+    // streamed writes: never past a wrapper that limits, retries, refuses or alters saves (the backup then
+    // saves whole packs through it); logged by the request log, checked by append-only
+    expect(streams(new ReadOnlyBackend(store))).toBe(false);
+    expect(streams(new RetryBackend(store))).toBe(false);
+    expect(streams(new ThrottleBackend(store))).toBe(false);
+    expect(streams(new FaultyBackend(store))).toBe(false);
+    expect(streams(logged)).toBe(true);
+    await streamed(logged, 'p3', Buffer.from('streamed'));
+    expect(records.at(-1)).toMatchObject({ op: 'save', type: 'data', name: 'p3', bytes: 8, ok: true });
+    expect((await store.load('data', 'p3')).toString()).toBe('streamed');
+    expect(streams(await openBackend(store.location))).toBe(true); // a folder job's default stack
+    expect(streams(await openBackend(store.location, { uploadBytesPerSec: 1e9 }))).toBe(false);
+    expect(streams(await openBackend(store.location, { retry: true }))).toBe(false);
+    // a failed streamed save is logged as a failed save
+    const failing = new RequestLogBackend(
+      new (class extends ForwardingBackend {
+        override openWriter = (type: ObjectType) => {
+          const w = store.openWriter(type);
+          return {
+            ...w,
+            size: 0,
+            flush: async () => Promise.reject(new Error('EIO')),
+            write: w.write.bind(w),
+            commit: w.commit.bind(w),
+            abort: w.abort.bind(w),
+          };
+        };
+      })(store),
+      (r) => records.push(r),
+    );
+    await expect(streamed(failing, 'p4', Buffer.from('x'))).rejects.toThrow('EIO');
+    expect(records.at(-1)).toMatchObject({ op: 'save', type: 'data', ok: false });
     // a restore's stack over a folder: the workers read its packs themselves
     const opened = await openBackend(store.location, { readOnly: true });
     expect(offers(opened)).toEqual({ saveParts: false, localFile: true });

@@ -7,23 +7,30 @@
  * forgetting to forward it nor be bypassed by one:
  * - `saveParts` is a save: offered unless the wrapper overrides `save` without overriding `saveParts`
  *   (callers then save the concatenation, through the wrapper's `save`);
+ * - `openWriter` is a save too (written as it is made): the same rule, so a wrapper that limits, retries,
+ *   refuses or alters saves (throttle, retry, read-only, faulty) is never passed by a stream — the
+ *   backup then gathers its packs whole and saves them through it — unless it offers its own writer
+ *   (request log: logged; append-only: checked);
  * - `localFile` lets another thread read an object itself, past the wrapper: offered unless the wrapper
  *   overrides `load` (it counts, limits or alters reads) without overriding `localFile`.
  * `storeNow` falls back to the local clock where `inner` has none.
  */
 import type { Backend, ObjectInfo, ObjectType, SaveOptions } from './types.js';
 
-type Capabilities = Pick<Backend, 'saveParts' | 'localFile'>;
+type Capabilities = Pick<Backend, 'saveParts' | 'openWriter' | 'localFile'>;
 
 export class ForwardingBackend implements Backend {
   // `declare`: no field of the base may hide a method a wrapper defines (class fields are own properties)
   declare readonly saveParts?: Backend['saveParts'];
   declare readonly localFile?: Backend['localFile'];
+  declare readonly openWriter?: Backend['openWriter'];
 
   constructor(readonly inner: Backend) {
     const own = this as Capabilities;
     if (inner.saveParts && !this.saveParts && !overrides(this, 'save'))
       own.saveParts = (type, name, parts, options) => inner.saveParts!(type, name, parts, options);
+    if (inner.openWriter && !this.openWriter && !overrides(this, 'save'))
+      own.openWriter = (type, options) => inner.openWriter!(type, options);
     if (inner.localFile && !this.localFile && !overrides(this, 'load'))
       own.localFile = (type, name) => inner.localFile!(type, name);
   }

@@ -31,6 +31,36 @@ export interface SaveOptions {
   ephemeral?: boolean;
 }
 
+/** Options of a streamed write (Backend.openWriter). */
+export interface WriterOptions extends SaveOptions {
+  /** Sees every byte written, in order, in pieces of up to a stage (about 1 MiB) before they go to the
+   *  store: a pack hashes itself as it is written, in few large calls. Called once more by `flush`. */
+  observe?: (bytes: Buffer) => void;
+  /** Bytes this store's streamed writes may hold at once (stages filling or being written), across all
+   *  of its writers: the backup's memory mode sets it (pool/memory.ts). */
+  inFlightBytes?: number;
+}
+
+/**
+ * An object written as it is made, whose name is known only once it is whole (a data pack is named by
+ * the hash of its bytes). Nothing is visible under a name until `commit`; a failed or abandoned writer
+ * leaves nothing a listing shows (a crash's leftovers are removed by prune).
+ */
+export interface ObjectWriter {
+  /** Bytes appended so far. */
+  readonly size: number;
+  /** Appends `data`. It is copied at once when nothing is returned, else by the time the returned
+   *  promise settles (the caller keeps it valid until then); writes are kept in call order. Rejects once
+   *  a write failed: the writer has then removed what it wrote. */
+  write(data: Uint8Array): Promise<void> | undefined;
+  /** Hands what is left to the store (`observe` sees the last bytes now, synchronously or on return). */
+  flush(): Promise<void>;
+  /** After `flush`: makes the object durable and visible under `name` atomically. */
+  commit(name: string): Promise<void>;
+  /** Gives up (after a failure, or a run that stops): removes what was written. Idempotent. */
+  abort(): Promise<void>;
+}
+
 export interface Backend {
   /** Human-readable location for messages, e.g. "/mnt/usb/tidemark" or "s3:https://host/bucket/prefix". */
   readonly location: string;
@@ -46,6 +76,9 @@ export interface Backend {
     parts: readonly Uint8Array[],
     options?: SaveOptions,
   ): Promise<void>;
+  /** Optional: writes an object as it is made, holding a few small stages instead of the whole object
+   *  (a folder repository's data packs). Callers fall back to `saveParts`/`save` where it is absent. */
+  openWriter?(type: ObjectType, options?: WriterOptions): ObjectWriter;
   /** Optional: the file an object is, where another thread of this process may read it itself (a
    *  folder repository's; not through a wrapper that counts, limits or alters reads). A restore's decode
    *  workers read pack ranges from it. */

@@ -128,6 +128,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     const taskSlots = new Semaphore(workers * mem.tasksPerWorker);
     const sealer = new Sealer(run, repo, pool, ledger, mem.sealBudget);
     repo.packBuffers = mem.packBuffers;
+    repo.packWriteBytes = mem.packWriteBytes;
     const small = new SmallFileBatches(run, pool, ledger, taskSlots, sealer.onEvent);
     const incrementals = new Incrementals(run, repo, rangesReady);
     const files = new FileSaver(run, repo, pool, ledger, sealer, small, incrementals, taskSlots, workers);

@@ -18,6 +18,9 @@ export interface MemoryProfile {
   /** Backup: data packs held in memory at once (repo/repository.ts packBuffers; unset: the backend's
    *  writes at once and one filling). */
   packBuffers?: number;
+  /** Backup: bytes a folder repository's streamed pack writes may hold at once (their stages; unset: the
+   *  store's default, backend/local/stream.ts). */
+  packWriteBytes?: number;
   /** Backup: bytes of new chunks waiting to be sealed before the readers pause (backup/sealer.ts). */
   sealBudget: number;
   /** Sealed-segment buffers a worker keeps to seal into, and the pool keeps for its workers (bytes). */
@@ -36,6 +39,7 @@ const NORMAL: Omit<MemoryProfile, 'workers'> = {
 const LOW: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 1,
   packBuffers: 1,
+  packWriteBytes: 2 * MiB,
   sealBudget: 4 * MiB,
   scratchBytes: 2 * MiB,
   restoreLoops: 1,

@@ -6,7 +6,7 @@
  * Blobs are sealed with their ID as associated data. The index duplicates the header so a restore never
  * reads headers; `check` and index rebuilds read headers to recover what a pack holds.
  */
-import type { Backend } from '../backend/types.js';
+import type { Backend, ObjectWriter, WriterOptions } from '../backend/types.js';
 import { Blake3Hasher, open, seal, DecryptError, type MasterKey } from '../crypto/index.js';
 import { CorruptObjectError } from '../errors.js';
 import { BlobType, type BlobLocation } from './blobIndex.js';
@@ -205,6 +205,90 @@ export class PackBuilder {
       released = true;
     };
     return { id, parts, size, blobs, release };
+  }
+}
+
+/**
+ * A data pack written as it fills (Backend.openWriter: a folder repository's), instead of gathered in
+ * memory: each blob is copied into the writer's small stages as it is added (the caller's buffer is free
+ * once `add` has settled), the stages are hashed as they go to the store (in ~1 MiB calls, as cheap as
+ * hashing the gathered pack), and `finish` appends the header and names the pack by the hash. The bytes
+ * are the same as PackBuilder's for the same blobs, and so is the name.
+ */
+export class PackStream {
+  private blobs: PackedBlob[] = [];
+  private hasher = new Blake3Hasher();
+  private writer?: ObjectWriter;
+  size = 0;
+
+  constructor(
+    private readonly key: MasterKey,
+    private readonly open: (options: WriterOptions) => ObjectWriter,
+    public targetSize = DEFAULT_PACK_SIZE,
+  ) {}
+
+  get count(): number {
+    return this.blobs.length;
+  }
+
+  get full(): boolean {
+    return this.size >= this.targetSize;
+  }
+
+  /** Appends a blob; a promise when it has to wait for a stage (the caller keeps `sealed` until then). */
+  add(
+    id: Buffer,
+    type: BlobType,
+    compressed: boolean,
+    rawLength: number,
+    sealed: Buffer,
+  ): Promise<void> | undefined {
+    if (!this.writer) {
+      const hasher = this.hasher;
+      this.writer = this.open({ observe: (bytes) => hasher.update(bytes) });
+    }
+    this.blobs.push({ id, type, compressed, length: sealed.length, rawLength, offset: this.size });
+    this.size += sealed.length;
+    return this.writer.write(sealed);
+  }
+
+  /**
+   * Takes the pack (the builder starts the next one at once) and returns its completion: the header
+   * written, everything flushed, and the pack renamed to its hash. On failure nothing is left under a
+   * name (the writer removes its file) and the promise rejects with the store's error.
+   */
+  finish(): Promise<FinishedPack> {
+    const writer = this.writer!;
+    const hasher = this.hasher;
+    const blobs = this.blobs;
+    const size = this.size;
+    this.writer = undefined;
+    this.blobs = [];
+    this.hasher = new Blake3Hasher();
+    this.size = 0;
+    const header = encodeHeader(this.key, blobs);
+    return (async () => {
+      try {
+        await writer.write(header);
+        await writer.flush();
+        const id = hasher.digest('hex');
+        await writer.commit(id);
+        return { id, size: size + header.length, blobs };
+      } catch (err) {
+        await writer.abort();
+        throw err;
+      }
+    })();
+  }
+
+  /** Gives up the pack being filled (a run that stops without flushing): its file is removed. */
+  abort(): Promise<void> {
+    const writer = this.writer;
+    this.writer = undefined;
+    this.blobs = [];
+    this.hasher = new Blake3Hasher();
+    this.size = 0;
+    return writer?.abort() ?? Promise.resolve();
   }
 }
 

@@ -23,7 +23,15 @@ import { openKey, writeKey, listKeys, type KeyInfo } from './keys.js';
 import { decodeObject, encodeObject, loadJson, saveJson } from './objects.js';
 import { BlobIndex, BlobType, type BlobLocation } from './blobIndex.js';
 import { encodeIndex, addIndexFile, indexEntryCount, type IndexPack } from './indexFile.js';
-import { PackBuilder, openBlob, sealBlob, savePack, DEFAULT_PACK_SIZE, type PackedBlob } from './pack.js';
+import {
+  PackBuilder,
+  PackStream,
+  openBlob,
+  sealBlob,
+  savePack,
+  DEFAULT_PACK_SIZE,
+  type PackedBlob,
+} from './pack.js';
 import { decodeTree, encodeTree, joinBlockList } from './tree.js';
 import { acquireLock, type RepoLock } from './lock.js';
 import type { ID, Snapshot, SnapshotEntry, Tree, TreeNode } from './types.js';
@@ -42,6 +50,9 @@ export const FORMAT_VERSION = 1;
 /** Packs a backup writes at once where its backend does not say (Backend.writeConcurrency): an object
  *  store's latency wants overlap. */
 export const DEFAULT_PACK_WRITES = 2;
+/** Streamed data packs (PackStream) being finished at once (header, sync, rename) while the next fills:
+ *  they hold no buffer (their stages are the store's, bounded by bytes in flight), only a file. */
+const STREAMED_PACKS_FINISHING = 2;
 /**
  * What the trees a repository keeps loaded may weigh in all, in entries (files, folders: ~400 bytes of
  * JavaScript objects each; a block file's list counts as its bytes / 800 more, so one list of 512 Ki
@@ -107,7 +118,7 @@ export class Repository {
   readonly indexErrors: { name: string; message: string }[] = [];
   /** Blob IDs (hex) accepted for writing but not yet in an uploaded pack. */
   private readonly pending = new Set<string>();
-  private readonly builders = new Map<BlobType, PackBuilder>();
+  private readonly builders = new Map<BlobType, PackBuilder | PackStream>();
   /** The lent buffers each open pack keeps views of (addSealedBlob's `lender`), released once it is written. */
   private readonly lent = new Map<PackBuilder, { lender: BufferLender; buffer: ArrayBufferLike }[]>();
   private readonly uploads = new Set<Promise<void>>();
@@ -117,6 +128,11 @@ export class Repository {
    *  filling included. Unset: as many as the backend writes at once, and one filling meanwhile; 1: the
    *  next pack waits until the last one is written (BackupOptions.memory 'low'). */
   packBuffers: number | undefined;
+  /** Where data packs are written as they fill (Backend.openWriter): the bytes their writes may hold at
+   *  once (BackupOptions.memory; unset: the store's default). packBuffers does not apply to them. */
+  packWriteBytes: number | undefined;
+  /** Streamed data packs being finished (see STREAMED_PACKS_FINISHING). */
+  private readonly finishing = new Set<Promise<void>>();
   /** Data packs started since the last flush (see packTarget). */
   private dataPacksSinceFlush = 0;
   private uploadError?: unknown;
@@ -303,32 +319,89 @@ export class Repository {
     // start the next pack, and the next, one per sealer that found its pack full: wait with them instead.
     while (this.slotWait) await this.slotWait;
     let b = this.builders.get(type);
+    const stream = type === BlobType.Data && !!this.backend.openWriter;
     // a new data pack takes its buffer only while fewer than packBuffers - 1 are being written
-    if (type === BlobType.Data && !b?.count && this.packBuffers !== undefined)
+    if (type === BlobType.Data && !b?.count && !stream && this.packBuffers !== undefined)
       while (this.uploads.size && this.uploads.size >= this.packBuffers - 1) await Promise.race(this.uploads);
+    if (stream && !b?.count)
+      while (this.finishing.size >= STREAMED_PACKS_FINISHING) await Promise.race(this.finishing);
     b = this.builders.get(type);
     if (!b) {
-      // data packs are gathered in one buffer (see PackBuilder); trees are few and sealed here, not moved
-      b = new PackBuilder(
-        this.key,
-        this.packTarget(type),
-        type === BlobType.Data ? this.config.packSize : undefined,
-      );
+      // data packs are streamed to the store where it can (PackStream), else gathered in one buffer (see
+      // PackBuilder); trees are few and sealed here, not moved
+      b = stream
+        ? new PackStream(
+            this.key,
+            (options) => this.backend.openWriter!('data', { ...options, inFlightBytes: this.packWriteBytes }),
+            this.packTarget(type),
+          )
+        : new PackBuilder(
+            this.key,
+            this.packTarget(type),
+            type === BlobType.Data ? this.config.packSize : undefined,
+          );
       this.builders.set(type, b);
+    }
+    if (b instanceof PackStream) {
+      // copied into the store's stages (at once, or once one is free): the caller's buffer is not kept
+      const copied = b.add(id, type, compressed, rawLength, sealed);
+      this.counted(sealed.length, rawLength);
+      if (b.full) {
+        this.dataPacksSinceFlush++;
+        this.finishStream(b);
+        b.targetSize = this.packTarget(type);
+      }
+      if (copied)
+        await copied.catch((err: unknown) => {
+          throw this.streamFailed(err);
+        });
+      return;
     }
     if (b.add(id, type, compressed, rawLength, sealed) && lender?.retain(sealed.buffer)) {
       let lent = this.lent.get(b);
       if (!lent) this.lent.set(b, (lent = []));
       lent.push({ lender, buffer: sealed.buffer });
     }
-    this.stats.packedBytes += sealed.length;
-    this.stats.newBlobs++;
-    this.stats.newBytes += rawLength;
+    this.counted(sealed.length, rawLength);
     if (b.full) {
       if (type === BlobType.Data) this.dataPacksSinceFlush++;
       await this.uploadPack(b);
       b.targetSize = this.packTarget(type);
     }
+  }
+
+  private counted(stored: number, raw: number): void {
+    this.stats.packedBytes += stored;
+    this.stats.newBlobs++;
+    this.stats.newBytes += raw;
+  }
+
+  /** The first failure of a streamed pack (reported by its writes and its finish alike: context once).
+   *  A named error (the destination is full, unwritable) says what it was writing itself. */
+  private streamFailed(err: unknown): unknown {
+    this.uploadError ??= err instanceof TidemarkError ? err : addContext('writing a data pack', err);
+    return this.uploadError;
+  }
+
+  /** Finishes a streamed pack in the background (header, sync, rename: PackStream.finish); the next
+   *  pack fills meanwhile. Its blobs are indexed once it is whole under its name. */
+  private finishStream(b: PackStream): void {
+    if (b.count === 0) return;
+    const p: Promise<void> = b
+      .finish()
+      .then(({ id, size, blobs }) => {
+        this.stats.storedBytes += size;
+        this.registerPack(id, blobs);
+      })
+      .catch((err) => {
+        this.streamFailed(err);
+      })
+      .finally(() => {
+        this.uploads.delete(p);
+        this.finishing.delete(p);
+      });
+    this.uploads.add(p);
+    this.finishing.add(p);
   }
 
   /**
@@ -364,7 +437,8 @@ export class Repository {
     return id;
   }
 
-  private async uploadPack(b: PackBuilder): Promise<void> {
+  private async uploadPack(b: PackBuilder | PackStream): Promise<void> {
+    if (b instanceof PackStream) return this.finishStream(b);
     if (b.count === 0) return;
     // Take the pack's contents at once, so blobs added while this waits for an upload slot start a new
     // pack (a full pack never grows, and no caller uploads an empty one).
@@ -652,6 +726,8 @@ export class Repository {
   }
 
   async close(): Promise<void> {
+    // a pack still filling (a run that stopped without flushing) leaves no file behind
+    for (const b of this.builders.values()) if (b instanceof PackStream) await b.abort();
     await Promise.allSettled(this.uploads);
     await this.backend.close();
   }

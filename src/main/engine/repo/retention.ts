@@ -18,6 +18,7 @@ import { DEFAULT_LEASE_MS, storeClock } from './lock.js';
 import { decodeObject } from './objects.js';
 import { heldSnapshots, holdReason, listDismissals } from './holds.js';
 import { lockingStore } from './immutability.js';
+import { innermostBackend } from '../backend/open.js';
 
 export interface ForgetOptions {
   dryRun?: boolean;
@@ -168,6 +169,12 @@ export async function prune(repo: Repository, opts: PruneOptions = {}): Promise<
     for (const [id] of repo.index.entries()) if (!used.has(id)) result.blobsRemoved++;
     for (const p of [...remove, ...repack]) result.bytesFreed += stored.get(p) ?? 0;
     if (opts.dryRun) return result;
+    // a folder's temporary files from a crash mid-write (streamed packs: backend/local/stream.ts), aged
+    // like the unindexed packs above; housekeeping of the store below any wrapper, not an object removal
+    const folder = innermostBackend(repo.backend) as {
+      removeLeftovers?: (before: number) => Promise<number>;
+    };
+    await folder.removeLeftovers?.(storeNow - grace);
 
     // 1. repack the used blobs of partly-used packs into new packs (verifying each blob)
     const moved = new Set<string>();

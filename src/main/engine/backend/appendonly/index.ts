@@ -63,6 +63,32 @@ export class AppendOnlyBackend extends ForwardingBackend {
     else await this.inner.save(type, name, Buffer.concat(parts), options);
   };
 
+  /** Offered where the store has it: checked like `save` when committed (an existing pack of this name
+   *  holds these bytes: the written copy is dropped instead of replacing it). */
+  declare readonly openWriter?: Backend['openWriter'];
+
+  constructor(inner: Backend) {
+    super(inner);
+    if (inner.openWriter) {
+      const open = inner.openWriter.bind(inner);
+      (this as { openWriter?: Backend['openWriter'] }).openWriter = (type, options) => {
+        const w = open(type, options);
+        return {
+          get size() {
+            return w.size;
+          },
+          write: (data) => w.write(data),
+          flush: () => w.flush(),
+          commit: async (name) => {
+            if (await this.mayWrite(type, name, options)) await w.commit(name);
+            else await w.abort();
+          },
+          abort: () => w.abort(),
+        };
+      };
+    }
+  }
+
   override async remove(type: ObjectType, name: string): Promise<void> {
     if (!this.unlocked && !FREE.has(type)) throw new AppendOnlyError(`removing ${type}/${name}`);
     await this.inner.remove(type, name);

@@ -27,7 +27,12 @@ const STAGE = 1024 * 1024;
 /** Thrown when direct I/O turns out not to work here; the caller starts again buffered. */
 export class DirectUnsupported extends Error {}
 
-async function writeAt(fh: fs.FileHandle, buf: Buffer, length: number, position: number): Promise<void> {
+export async function writeAt(
+  fh: fs.FileHandle,
+  buf: Buffer,
+  length: number,
+  position: number,
+): Promise<void> {
   let done = 0;
   while (done < length) {
     let n: number;

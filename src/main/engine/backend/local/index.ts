@@ -3,6 +3,9 @@
  *   config/config, keys/<id>, data/<2 hex>/<id>, index/<id>, snapshots/<id>, locks/<id>
  * Writes go to a temporary file in the same folder, are fsynced, then renamed into place and the
  * folder fsynced, so a crash or a full disk never leaves a half-written object under its real name.
+ * Data packs may be written as they fill (openWriter, ./stream.ts: a temporary file in data/, renamed
+ * to the pack's hash at the end). Temporary files start with a dot, which listings skip; a crash's are
+ * removed by prune (removeLeftovers).
  * Ephemeral objects (locks) skip both fsyncs: after a crash of this computer a lock of its is stale
  * anyway, and a damaged one is ignored by readers (lock.ts listLocks).
  * Errors are translated: ENOSPC → DestinationFullError, EACCES/EROFS → DestinationUnwritableError.
@@ -11,10 +14,11 @@ import fs from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import type { Backend, ObjectInfo, ObjectType, ObjectWriter, SaveOptions, WriterOptions } from '../types.js';
 import { OBJECT_TYPES } from '../types.js';
 import { takeBuffer } from '../../bufferPool.js';
 import { DIRECT_MIN_BYTES, DirectUnsupported, writePartsDirect } from './direct.js';
+import { DEFAULT_IN_FLIGHT_BYTES, LocalWriter, StagePool, TEMP_PREFIX, type WriterHost } from './stream.js';
 import { O_DIRECT, directIoFilesystem } from '../../aligned.js';
 import {
   DestinationFullError,
@@ -67,6 +71,30 @@ export class LocalBackend implements Backend {
   private direct: boolean | undefined;
   /** Objects written with direct I/O (for tests and figures). */
   directWrites = 0;
+  /** The stages of streamed writes (openWriter), shared by all of them: their bytes in flight. */
+  readonly stages = new StagePool();
+  private readonly writerHost: WriterHost = {
+    pool: this.stages,
+    tempDir: async () => {
+      const dir = path.join(this.root, 'data');
+      await this.ensureDir(dir);
+      return dir;
+    },
+    directWanted: async () => (this.direct ??= await directIoFilesystem(this.root)),
+    refuseDirect: () => {
+      this.direct = false;
+    },
+    placeOf: async (name) => {
+      const final = this.pathOf('data', name);
+      await this.ensureDir(path.dirname(final));
+      return final;
+    },
+    syncDir: (dir) => this.syncDir(dir),
+    translate,
+    committedDirect: () => {
+      this.directWrites++;
+    },
+  };
 
   constructor(root: string) {
     this.root = path.resolve(root);
@@ -117,6 +145,54 @@ export class LocalBackend implements Backend {
       }
     }
     return this.saveWith(type, name, (fh) => writeAll(fh, parts), options);
+  }
+
+  /**
+   * A data pack written as it fills (./stream.ts), holding a few 1 MiB stages instead of the pack; other
+   * objects are small and saved whole.
+   */
+  openWriter(type: ObjectType, options?: WriterOptions): ObjectWriter {
+    if (type !== 'data') throw new Error(`streamed writes are for packs, not ${type}`);
+    this.stages.setCapacity(options?.inFlightBytes ?? DEFAULT_IN_FLIGHT_BYTES);
+    return new LocalWriter(this.writerHost, type, options);
+  }
+
+  /**
+   * Removes temporary files (a crash's half-written objects) last modified before `before` (ms since the
+   * epoch); returns how many. Only prune calls it, under the exclusive lock and with its grace period,
+   * so no running writer's file is touched.
+   */
+  async removeLeftovers(before: number): Promise<number> {
+    const dirs = OBJECT_TYPES.map((t) => path.join(this.root, t));
+    try {
+      for (const s of await fs.readdir(path.join(this.root, 'data')))
+        if (!s.startsWith('.')) dirs.push(path.join(this.root, 'data', s));
+    } catch {
+      // no data folder: nothing there to remove
+    }
+    let removed = 0;
+    for (const dir of dirs) {
+      let names: string[];
+      try {
+        names = await fs.readdir(dir);
+      } catch {
+        continue;
+      }
+      for (const n of names) {
+        if (!n.startsWith(TEMP_PREFIX)) continue;
+        const p = path.join(dir, n);
+        try {
+          const st = await fs.lstat(p);
+          if (!st.isFile() || st.mtimeMs >= before) continue;
+          await fs.unlink(p);
+          removed++;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+            throw translate(err, `${path.basename(dir)}/${n}`);
+        }
+      }
+    }
+    return removed;
   }
 
   private async saveWith(
@@ -235,7 +311,8 @@ export class LocalBackend implements Backend {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
         throw err;
       }
-      for (const s of subs.sort()) dirs.push(path.join(base, s));
+      // skipping the temporary files of streamed packs (./stream.ts) that sit beside the folders
+      for (const s of subs.sort()) if (!s.startsWith('.')) dirs.push(path.join(base, s));
     } else {
       dirs.push(base);
     }
@@ -280,7 +357,9 @@ export class LocalBackend implements Backend {
     }
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.stages.close();
+  }
 
   /** A folder has no clock of its own worth asking (a network share's times are close enough): ours. */
   async storeNow(): Promise<number> {

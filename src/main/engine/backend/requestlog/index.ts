@@ -5,7 +5,7 @@
  * RequestLogCollector turns one run's records into what its history keeps (totals in full, failures
  * and the last requests capped, so a run row stays small).
  */
-import type { Backend, ObjectInfo, ObjectType, SaveOptions } from '../types.js';
+import type { Backend, ObjectInfo, ObjectType, ObjectWriter, SaveOptions } from '../types.js';
 import { ForwardingBackend } from '../forwarding.js';
 import { errorToWire } from '../../errors.js';
 
@@ -45,6 +45,9 @@ export class RequestLogBackend extends ForwardingBackend {
   /** Present when the store can write an object from consecutive parts (a pack as its blobs, without
    *  joining them first): forwarded so the log does not cost that, and logged as one save. */
   declare readonly saveParts?: Backend['saveParts'];
+  /** Present when the store writes objects as they are made (a folder's packs): each one is logged as
+   *  one save when it is committed (from its opening, with all its bytes), or as a failed one. */
+  declare readonly openWriter?: Backend['openWriter'];
 
   constructor(
     inner: Backend,
@@ -63,6 +66,40 @@ export class RequestLogBackend extends ForwardingBackend {
           () => saveParts(type, name, parts, options),
         );
     }
+    if (inner.openWriter) {
+      const open = inner.openWriter.bind(inner);
+      (this as { openWriter?: Backend['openWriter'] }).openWriter = (type, options) =>
+        this.loggedWriter(type, open(type, options));
+    }
+  }
+
+  private loggedWriter(type: ObjectType, inner: ObjectWriter): ObjectWriter {
+    const at = this.now();
+    let ended = false;
+    const end = (name: string | undefined, err?: unknown) => {
+      if (ended) return;
+      ended = true;
+      const ms = this.now() - at;
+      if (err === undefined) this.record({ op: 'save', type, name, bytes: inner.size, at, ms, ok: true });
+      else this.record({ op: 'save', type, name, bytes: 0, at, ms, ok: false, error: errorToWire(err) });
+    };
+    const failed = <T>(p: Promise<T>, name?: string): Promise<T> =>
+      p.catch((err: unknown) => {
+        end(name, err);
+        throw err;
+      });
+    return {
+      get size() {
+        return inner.size;
+      },
+      write: (data) => {
+        const r = inner.write(data);
+        return r && failed(r);
+      },
+      flush: () => failed(inner.flush()),
+      commit: (name) => failed(inner.commit(name), name).then(() => end(name)),
+      abort: () => inner.abort(),
+    };
   }
 
   private record(r: RequestRecord): void {

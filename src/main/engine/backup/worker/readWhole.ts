@@ -28,7 +28,7 @@ const IDLE_RELEASE_MS = 200;
 let blocksOut = 0;
 let releaseTimer: NodeJS.Timeout | undefined;
 memtraceGauge('read blocks in use', () => blocksOut);
-memtraceGauge('read blocks idle', () => idleBlocks.filter((b) => b.resident).length * READ_BLOCK);
+memtraceGauge('read blocks idle', () => idleBlocks.filter((b) => b.resident).length * (READ_BLOCK ?? 0));
 function takeBlock(): { buf: Buffer; aligned: boolean } {
   blocksOut += READ_BLOCK;
   const idle = idleBlocks.pop();
