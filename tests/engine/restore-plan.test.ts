@@ -173,10 +173,10 @@ describe('restore plan', () => {
     expect(r.errors).toEqual([]);
     expect(r.filesRestored).toBe(2500);
     expectSameTrees(await describeTree(src), await describeTree(target));
-    // every data pack was read whole in a few large reads (ranges of up to 4 MiB), and no byte of it twice
+    // every data pack was read whole in a few large reads (ranges of up to 2 MiB), and no byte of it twice
     expect([...reads.keys()].sort()).toEqual([...dataPacks.keys()].sort());
     for (const [pack, ranges] of reads) {
-      expect(ranges.length).toBeLessThanOrEqual(Math.ceil(repo.index.packExtent(pack)! / (4 << 20)) + 1);
+      expect(ranges.length).toBeLessThanOrEqual(Math.ceil(repo.index.packExtent(pack)! / (2 << 20)) + 1);
       ranges.sort((a, b) => a[0] - b[0]);
       for (let i = 1; i < ranges.length; i++) expect(ranges[i][0]).toBeGreaterThanOrEqual(ranges[i - 1][1]);
     }

@@ -193,7 +193,8 @@ export interface RestoreOptions {
    *  smaller buffers: slower). Workers and budgets per mode: engine/pool/memory.ts. */
   memory?: MemoryMode;
   /** The most file pieces (one per blob a file needs) a restore holds planned and not yet written
-   *  (default 65536): at that bound it reads every pack planned so far before it plans more. */
+   *  (default: the memory mode's, engine/pool/memory.ts): at that bound it reads every pack planned so far
+   *  before it plans more. */
   planLimit?: number;
   signal?: AbortSignal;
   progress?: ProgressSink<RestoreProgress>;

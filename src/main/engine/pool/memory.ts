@@ -27,6 +27,8 @@ export interface MemoryProfile {
   scratchBytes: number;
   /** Restore: loops reading packs at once (restore/packQueue.ts). */
   restoreLoops: number;
+  /** Restore: pieces planned and not written at most (restore/plan.ts; a small file's ~0.5 KB of heap). */
+  planLimit: number;
 }
 
 const NORMAL: Omit<MemoryProfile, 'workers'> = {
@@ -34,6 +36,7 @@ const NORMAL: Omit<MemoryProfile, 'workers'> = {
   sealBudget: 8 * MiB,
   scratchBytes: 8 * MiB,
   restoreLoops: 4,
+  planLimit: 16384,
 };
 
 const LOW: Omit<MemoryProfile, 'workers'> = {
@@ -43,6 +46,7 @@ const LOW: Omit<MemoryProfile, 'workers'> = {
   sealBudget: 4 * MiB,
   scratchBytes: 2 * MiB,
   restoreLoops: 1,
+  planLimit: 4096,
 };
 
 /** The worker threads a backup or restore starts: the caller's count, else one per core (up to 8), one

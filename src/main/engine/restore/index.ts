@@ -23,14 +23,11 @@ import { TargetFolders } from './folders.js';
 import { finishLinksAndFolders } from './metadata.js';
 import { PackQueue } from './packQueue.js';
 import { PackReader } from './packReader.js';
-import { DEFAULT_PLAN_LIMIT } from './plan.js';
 import { RestorePlanner } from './planner.js';
 import { BatchPreparer } from './prepare.js';
 import { RestoreRun } from './run.js';
 import { Selection } from './selection.js';
 import { TreeAhead } from './treeAhead.js';
-
-export { DEFAULT_PLAN_LIMIT } from './plan.js';
 
 export async function restore(repo: Repository, opts: RestoreOptions): Promise<RestoreResult> {
   const run = new RestoreRun(opts);
@@ -52,7 +49,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // The pipeline: the planner walks the trees and plans batches of files, adding what each file needs
     // to the plan of each pack and queueing the packs (the queue); restoreLoops loops of the pack reader
     // take the queued packs and hand their ranges to the decode workers.
-    const packs = new PackQueue(run, repo, Math.max(1, opts.planLimit ?? DEFAULT_PLAN_LIMIT));
+    const packs = new PackQueue(run, repo, Math.max(1, opts.planLimit ?? mem.planLimit));
     const files = new TargetFiles(run);
     const preparer = new BatchPreparer(run, repo, new TargetFolders(run.target), files, packs);
     const planner = new RestorePlanner(run, new Selection(run), new TreeAhead(repo), preparer, packs);

@@ -7,15 +7,23 @@
  * batch by batch: a large file's blobs lie in many packs, between other files' blobs, and reading a
  * pack's part for each batch reads ranges again (cutting batches made the bench's restore read a fifth
  * more bytes in three times the ranges, and take longer). On the bench's dataset half of the packs are
- * complete after its first files (large ones).
+ * complete after its first files (large ones). A pack is queued as the ranges it is read in (coalesce), so
+ * the loops read ranges of one pack at once and each range's uses stop being held once it is written.
  * Also the restore's coordination: the first failure of any stage, and a notice whenever something any
  * stage may wait for changed.
  */
 import type { Repository } from '../repo/repository.js';
 import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
 import type { TreeNode } from '../repo/types.js';
-import { contentIds } from '../repo/tree.js';
-import { BULK_BLOB, type PackJob, type PackPlan, type PlannedFile } from './plan.js';
+import { contentCount } from '../repo/tree.js';
+import {
+  BULK_BLOB,
+  batchPieces,
+  type PackJob,
+  type PackPlan,
+  type PlannedBlob,
+  type PlannedFile,
+} from './plan.js';
 import type { RestoreRun } from './run.js';
 
 /** Loops taking queued packs, each handing one range at a time to the workers, and how many may be on
@@ -24,6 +32,26 @@ import type { RestoreRun } from './run.js';
  *  a waiting pack of small files (mostly CPU) first, so the two overlap (docs/performance.md). */
 export const RESTORE_LOOPS = 4;
 const BULK_LOOPS = 2;
+
+/** Where planning a file's pieces goes on: its next piece, and where that piece goes in the file. */
+export interface PieceCursor {
+  next: number;
+  at: number;
+}
+
+const ID_BYTES = 32;
+
+/** A file's k-th blob ID, as hex (a block file's list is binary: converted one by one, not all at once). */
+function idAt(node: TreeNode, k: number): string {
+  const b = node.blockIds;
+  return b ? b.toString('hex', k * ID_BYTES, (k + 1) * ID_BYTES) : node.content![k];
+}
+
+/** The same, as the index looks it up (binary where the list is). */
+function idBytesAt(node: TreeNode, k: number): Uint8Array | string {
+  const b = node.blockIds;
+  return b ? b.subarray(k * ID_BYTES, (k + 1) * ID_BYTES) : node.content![k];
+}
 
 /** Wakes everyone waiting, whenever something they may wait for changed. */
 export class Notify {
@@ -52,6 +80,8 @@ export class PackQueue {
   walkDone = false;
   failure: unknown;
   readonly changed = new Notify();
+  /** Pieces planned at a time: a batch's, and a large file's slice (plan.ts batchPieces). */
+  readonly slice: number;
 
   constructor(
     private readonly run: RestoreRun,
@@ -59,20 +89,23 @@ export class PackQueue {
     readonly planLimit: number,
   ) {
     this.blobsIn = repo.index.countsByPack(BlobType.Data);
+    this.slice = batchPieces(planLimit);
   }
 
+  /** Queues a pack's plan, as the ranges it is read in (the loops read ranges of one pack at once). */
   private queue(pack: string, plan: PackPlan): void {
     this.pending.delete(pack);
     this.dispatched.add(pack);
-    let bytes = 0;
-    for (const b of plan.blobs) bytes += b.length;
-    this.jobs.push({
-      pack,
-      blobs: plan.blobs,
-      uses: plan.uses,
-      count: plan.count,
-      bulk: bytes >= plan.blobs.length * BULK_BLOB,
-    });
+    plan.blobs.sort((a, b) => a.offset - b.offset);
+    for (const range of coalesce(plan.blobs)) {
+      let bytes = 0;
+      let count = 0;
+      for (const b of range.blobs) {
+        bytes += b.length;
+        count += Array.isArray(b.uses) ? b.uses.length : 1;
+      }
+      this.jobs.push({ pack, ...range, count, bulk: bytes >= range.blobs.length * BULK_BLOB });
+    }
     this.run.progress.phase = 'restoring';
     this.changed.notify();
   }
@@ -90,57 +123,67 @@ export class PackQueue {
   }
 
   /**
-   * Adds the blobs a file needs (and where in it each goes) to the plans of their packs, queueing each
-   * pack whose every data blob is now asked for; fails the file if a blob is missing from the index
-   * (nothing of it is planned then). Synchronous: V8 compiles this hot loop on its own, where inside a
-   * large async function it cost a helper thread a large share of a restore's compile time (`node
-   * --trace-opt`).
+   * Adds the blobs a file needs (and where in it each goes) to the plans of their packs, from piece
+   * `from.next` on and at most `max` of them, queueing each pack whose every data blob is now asked for.
+   * Returns where to go on, or undefined once every piece is planned. At the first slice, fails the file
+   * if a blob is missing from the index (nothing of it is planned then). Synchronous: V8 compiles this hot
+   * loop on its own, where inside a large async function it cost a helper thread a large share of a
+   * restore's compile time (`node --trace-opt`).
    */
-  plan(f: PlannedFile, node: TreeNode): void {
+  plan(
+    f: PlannedFile,
+    node: TreeNode,
+    from: PieceCursor = { next: 0, at: 0 },
+    max = Infinity,
+  ): PieceCursor | undefined {
     const { pending, repo } = this;
-    const ids = contentIds(node);
-    const locs = new Array<BlobLocation>(ids.length);
-    for (let k = 0; k < ids.length; k++) {
-      const loc = repo.index.get(ids[k]);
-      if (!loc) {
-        this.run.fail(f, `blob ${ids[k].slice(0, 12)} is missing from the repository`);
-        return; // nothing of it is written (finished removes what is in the way)
-      }
-      locs[k] = loc;
+    const count = contentCount(node);
+    const end = Math.min(count, from.next + max);
+    // every blob must be in the index before any piece is planned: a file planned in slices is looked
+    // at whole first, one planned at once as its locations are taken
+    let missing = -1;
+    if (from.next === 0 && end < count)
+      for (let k = 0; k < count && missing < 0; k++) if (!repo.index.has(idBytesAt(node, k))) missing = k;
+    const locs = new Array<BlobLocation | undefined>(end - from.next);
+    for (let k = from.next; k < end && missing < 0; k++)
+      if (!(locs[k - from.next] = repo.index.get(idBytesAt(node, k)))) missing = k;
+    if (missing >= 0) {
+      this.run.fail(f, `blob ${idAt(node, missing).slice(0, 12)} is missing from the repository`);
+      return undefined; // nothing of it is written (finished removes what is in the way)
     }
-    let at = 0; // where the blob goes in the file
-    for (let k = 0; k < ids.length; k++) {
-      const id = ids[k];
-      const loc = locs[k];
+    let at = from.at; // where the blob goes in the file
+    for (let k = from.next; k < end; k++) {
+      const id = idAt(node, k);
+      const loc = locs[k - from.next]!;
       let plan = pending.get(loc.pack);
-      if (!plan) pending.set(loc.pack, (plan = { blobs: [], uses: new Map(), count: 0 }));
+      if (!plan) pending.set(loc.pack, (plan = { blobs: [], byId: new Map(), count: 0 }));
       const use = { file: f, offset: at };
-      const list = plan.uses.get(id);
-      // a list made with its first use holds one slot; an empty one grows to 16 at its first push (~150
-      // bytes more per blob, all of them kept until the pack is restored: most of them are copied by the
-      // young-generation GC, which the walk's plan keeps busy)
-      if (list) list.push(use);
-      else {
-        plan.uses.set(id, [use]);
+      const blob = plan.byId.get(id);
+      if (!blob) {
         // where it lies in its pack, copied out of the index's answer (one object kept, not two)
-        plan.blobs.push({
+        const b = {
           id,
           offset: loc.offset,
           length: loc.length,
           rawLength: loc.rawLength,
           compressed: loc.compressed,
-        });
-      }
+          uses: use,
+        };
+        plan.byId.set(id, b);
+        plan.blobs.push(b);
+      } else if (Array.isArray(blob.uses)) blob.uses.push(use);
+      else blob.uses = [blob.uses, use];
       at += loc.rawLength;
       plan.count++;
       this.held++;
       if (!this.dispatched.has(loc.pack) && plan.blobs.length === this.blobsIn.get(loc.pack))
         this.queue(loc.pack, plan);
     }
+    return end < count ? { next: end, at } : undefined;
   }
 
   /**
-   * The next queued pack, mostly in order. Packs of large blobs (bulk) are mostly waiting for the disk,
+   * The next queued range, mostly in order (a pack's ranges one after the other). Packs of large blobs (bulk) are mostly waiting for the disk,
    * packs of small files mostly CPU: while BULK_LOOPS loops are on bulk packs, the next free loop takes a
    * pack of small files if one is queued, so that the two overlap instead of the bulk packs queued first
    * holding every loop. Give it back with `done`.
@@ -157,11 +200,27 @@ export class PackQueue {
     return job;
   }
 
-  /** A job taken is over (its pieces written or failed); `written`: its uses are no longer held. */
+  /** A range taken is over (its pieces written or failed); `written`: its uses are no longer held. */
   done(job: PackJob, written: boolean): void {
     if (job.bulk) this.bulkRunning--;
     if (!written) return;
     this.held -= job.count;
     this.changed.notify();
   }
+}
+
+/** A pack's blobs (sorted by offset) in ranges read at once: gaps under 512 KiB are read through, and a
+ *  range stays under 2 MiB (a worker keeps a read buffer of that size for each range it has at once; 4
+ *  MiB took 4 MiB more per worker, and restored no faster). */
+function coalesce(blobs: PlannedBlob[]): { start: number; end: number; blobs: PlannedBlob[] }[] {
+  const out: { start: number; end: number; blobs: PlannedBlob[] }[] = [];
+  for (const b of blobs) {
+    const last = out[out.length - 1];
+    const end = b.offset + b.length;
+    if (last && b.offset - last.end < 512 * 1024 && end - last.start < 2 * 1024 * 1024) {
+      last.end = Math.max(last.end, end);
+      last.blobs.push(b);
+    } else out.push({ start: b.offset, end, blobs: [b] });
+  }
+  return out;
 }

@@ -25,7 +25,7 @@ import {
 import type { TargetFiles } from './files.js';
 import { applyOutcomes } from './outcomes.js';
 import type { PackQueue } from './packQueue.js';
-import { NONE, wholeUse, type PackJob, type PlannedBlob, type PlannedFile, type Use } from './plan.js';
+import { NONE, wholeUse, type PackJob, type PlannedFile, type Use } from './plan.js';
 import type { RestoreRun } from './run.js';
 
 export class PackReader {
@@ -66,118 +66,103 @@ export class PackReader {
     }
   }
 
-  /** Restores what a pack holds for the plan, range by range. */
-  private async read({ pack, blobs, uses }: PackJob): Promise<void> {
+  /** Restores what a range of a pack holds for the plan. */
+  private async read(range: PackJob): Promise<void> {
     const { run, repo } = this;
-    blobs.sort((a, b) => a.offset - b.offset);
+    const { pack } = range;
     // a folder repository's pack is read by the worker that decodes it (restore/worker/packRange.ts)
     const file = repo.backend.localFile?.('data', pack);
-    for (const range of coalesce(blobs)) {
-      let data: Buffer | undefined;
-      let readError: string | undefined;
-      if (!file)
-        try {
-          data = await repo.backend.load('data', pack, range.start, range.end - range.start);
-          if (data.length !== range.end - range.start)
-            readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
-        } catch (err) {
-          readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
-        }
-      // Files made of a single blob are written whole by the worker that decodes it (synchronous
-      // calls, off this thread); pieces of other files are written by it too, at their offsets.
-      const whole: PlannedFile[][] = [];
-      const pieces: Use[][] = [];
-      const items: DecodeItem[] = range.blobs.map((b, i) => {
-        const all = uses.get(b.id) ?? NONE;
-        if (all.length === 1) {
-          // (most blobs: one file's, whole)
-          const own = wholeUse(all[0]);
-          whole[i] = own ? [all[0].file] : NONE;
-          pieces[i] = own ? NONE : all;
-        } else {
-          const mine = all.filter(wholeUse);
-          whole[i] = mine.map((u) => u.file);
-          pieces[i] = all.filter((u) => !mine.includes(u));
-        }
-        for (const f of whole[i]) f.created = true; // claimed by the worker
-        uses.delete(b.id); // planned work is dropped as it is handed out
-        return {
-          id: b.id,
-          offset: b.offset - range.start,
-          length: b.length,
-          compressed: b.compressed,
-          rawLength: b.rawLength,
-          // (no empty lists: every object in a task is cloned into the worker)
-          writes: whole[i].length
-            ? whole[i].map((f) => ({
-                path: f.abs,
-                mode: f.mode,
-                uid: f.uid,
-                gid: f.gid,
-                mtimeNs: f.mtimeNs,
-              }))
-            : undefined,
-          parts: undefined,
-        };
-      });
-      // files receiving pieces exist at their full size before a worker writes into them
-      const targets = new Set<PlannedFile>();
-      for (const p of pieces) for (const u of p) if (!u.file.failed) targets.add(u.file);
-      await mapLimit([...targets], 16, this.files.prepare);
-      items.forEach((it, i) => {
-        for (const u of pieces[i])
-          if (!u.file.failed) (it.parts ??= []).push({ path: u.file.abs, offset: u.offset });
-      });
-      let outcomes: DecodeOutcome[];
-      this.direct ??= await directIoFilesystem(run.targetPath); // the target exists once a file is prepared
-      if (readError) outcomes = items.map(() => ({ ok: false as const, message: readError! }));
-      else {
-        const { batch, transfer } = packDecodeItems(items);
-        let result: DecodeResult;
-        if (file) {
-          const length = range.end - range.start;
-          this.readDirect ??= await directIoFilesystem(file);
-          result = await this.pool.run<DecodeResult>(
-            {
-              op: 'decode',
-              file: { path: file, offset: range.start, length, pack, direct: this.readDirect },
-              batch,
-              chown: run.isRoot,
-              direct: this.direct,
-            },
-            undefined,
-            transfer,
-          );
-        } else {
-          const { buffer, transfer: moved } = decodeBuffer(data!);
-          data = undefined;
-          result = await this.pool.run<DecodeResult>(
-            { op: 'decode', buffer, batch, chown: run.isRoot, direct: this.direct },
-            undefined,
-            [...transfer, ...moved],
-          );
-          giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
-        }
-        this.directBytes += result.direct ?? 0;
-        this.readDirectBytes += result.readDirect ?? 0;
-        outcomes = outcomesOf(items, result.failed);
+    let data: Buffer | undefined;
+    let readError: string | undefined;
+    if (!file)
+      try {
+        data = await repo.backend.load('data', pack, range.start, range.end - range.start);
+        if (data.length !== range.end - range.start)
+          readError = `pack ${pack.slice(0, 12)} is shorter than its index says`;
+      } catch (err) {
+        readError = `reading pack ${pack.slice(0, 12)}: ${(err as Error).message}`;
       }
-      await applyOutcomes(run, this.files, pack, items, outcomes, whole, pieces);
+    // Files made of a single blob are written whole by the worker that decodes it (synchronous
+    // calls, off this thread); pieces of other files are written by it too, at their offsets.
+    const whole: PlannedFile[][] = [];
+    const pieces: Use[][] = [];
+    const items: DecodeItem[] = range.blobs.map((b, i) => {
+      const all = b.uses;
+      b.uses = NONE; // planned work is dropped as it is handed out
+      if (!Array.isArray(all)) {
+        // (most blobs: one file's, whole)
+        const own = wholeUse(all);
+        whole[i] = own ? [all.file] : NONE;
+        pieces[i] = own ? NONE : [all];
+      } else {
+        const mine = all.filter(wholeUse);
+        whole[i] = mine.map((u) => u.file);
+        pieces[i] = all.filter((u) => !mine.includes(u));
+      }
+      for (const f of whole[i]) f.created = true; // claimed by the worker
+      return {
+        id: b.id,
+        offset: b.offset - range.start,
+        length: b.length,
+        compressed: b.compressed,
+        rawLength: b.rawLength,
+        // (no empty lists: every object in a task is cloned into the worker)
+        writes: whole[i].length
+          ? whole[i].map((f) => ({
+              path: f.abs,
+              mode: f.mode,
+              uid: f.uid,
+              gid: f.gid,
+              mtimeNs: f.mtimeNs,
+            }))
+          : undefined,
+        parts: undefined,
+      };
+    });
+    // files receiving pieces exist at their full size before a worker writes into them
+    const targets = new Set<PlannedFile>();
+    for (const p of pieces) for (const u of p) if (!u.file.failed) targets.add(u.file);
+    await mapLimit([...targets], 16, this.files.prepare);
+    items.forEach((it, i) => {
+      for (const u of pieces[i])
+        if (!u.file.failed) (it.parts ??= []).push({ path: u.file.abs, offset: u.offset });
+    });
+    let outcomes: DecodeOutcome[];
+    this.direct ??= await directIoFilesystem(run.targetPath); // the target exists once a file is prepared
+    if (readError) outcomes = items.map(() => ({ ok: false as const, message: readError! }));
+    else {
+      const { batch, transfer } = packDecodeItems(items);
+      let result: DecodeResult;
+      if (file) {
+        const length = range.end - range.start;
+        this.readDirect ??= await directIoFilesystem(file);
+        result = await this.pool.run<DecodeResult>(
+          {
+            op: 'decode',
+            file: { path: file, offset: range.start, length, pack, direct: this.readDirect },
+            batch,
+            chown: run.isRoot,
+            direct: this.direct,
+          },
+          undefined,
+          transfer,
+        );
+      } else {
+        const { buffer, transfer: moved } = decodeBuffer(data!);
+        // let go while the worker has it (a copy's original can be collected meanwhile)
+        // eslint-disable-next-line no-useless-assignment
+        data = undefined;
+        result = await this.pool.run<DecodeResult>(
+          { op: 'decode', buffer, batch, chown: run.isRoot, direct: this.direct },
+          undefined,
+          [...transfer, ...moved],
+        );
+        giveBuffer(result.returned); // the worker is done with it: the next pack range reuses it
+      }
+      this.directBytes += result.direct ?? 0;
+      this.readDirectBytes += result.readDirect ?? 0;
+      outcomes = outcomesOf(items, result.failed);
     }
+    await applyOutcomes(run, this.files, pack, items, outcomes, whole, pieces);
   }
-}
-
-/** A pack's blobs (sorted by offset) in ranges read at once: gaps under 512 KiB are read through, and a
- *  range stays under 4 MiB. */
-function coalesce(blobs: PlannedBlob[]): { start: number; end: number; blobs: PlannedBlob[] }[] {
-  const out: { start: number; end: number; blobs: PlannedBlob[] }[] = [];
-  for (const b of blobs) {
-    const last = out[out.length - 1];
-    const end = b.offset + b.length;
-    if (last && b.offset - last.end < 512 * 1024 && end - last.start < 4 * 1024 * 1024) {
-      last.end = Math.max(last.end, end);
-      last.blobs.push(b);
-    } else out.push({ start: b.offset, end, blobs: [b] });
-  }
-  return out;
 }

@@ -61,25 +61,37 @@ export interface Use {
   offset: number;
 }
 
-/** A blob a restore reads: its ID and where it lies in its pack. */
+/** A blob a restore reads: its ID, where it lies in its pack, and the pieces it fills. */
 export interface PlannedBlob {
   id: string;
   offset: number;
   length: number;
   rawLength: number;
   compressed: boolean;
+  /** One piece (most blobs: a file's whole content) or several; NONE once handed to a worker. Not a list
+   *  of one: a planned small file holds one such blob, and a list and a Map entry for it were a fifth of
+   *  its weight. */
+  uses: Use | Use[];
 }
 
 /** What a restore needs from one pack: its blobs, and for each the files (and offsets) it goes to. */
 export interface PackPlan {
   blobs: PlannedBlob[];
-  uses: Map<string, Use[]>;
+  /** The same by ID, while the walk adds to the plan (let go once the pack is queued). */
+  byId: Map<string, PlannedBlob>;
   /** Uses in all. */
   count: number;
 }
 
-export interface PackJob extends PackPlan {
+/** A range of a pack read at once (its blobs sorted by offset, gaps under 512 KiB read through, under
+ *  2 MiB in all): what a loop of the pack reader hands to a worker. */
+export interface PackJob {
   pack: string;
+  start: number;
+  end: number;
+  blobs: PlannedBlob[];
+  /** The uses its blobs fill. */
+  count: number;
   /** Its blobs are large on average (BULK_BLOB or more): a range of them is mostly read and written,
    *  little decoded, where a range of small files is mostly decoding and creating files. */
   bulk: boolean;
@@ -87,13 +99,23 @@ export interface PackJob extends PackPlan {
 
 export const BULK_BLOB = 128 * 1024;
 
-/** Files planned and prepared together (folders made, existing files looked at). */
+/** Files planned and prepared together (folders made, existing files looked at); a batch is handed over
+ *  at this many files or folders, or once its files hold `batchPieces` pieces, whichever comes first. */
 export const BATCH_FILES = 1024;
-/** The uses (a file's piece from a blob) a restore holds planned and not written: a planned small
- *  file takes ~1 KB of heap (its record, path, use and blob entry; a heap snapshot of a million-file
- *  restore). The bench's default dataset (30,035 files, about as many uses) stays under it; a
- *  million small files reach it (a pack of them holds ~33,000 blobs, two are filled at once). */
-export const DEFAULT_PLAN_LIMIT = 65536;
+/** The pieces a batch's files may hold before it is handed over, and a large file's pieces planned at a
+ *  time (the planner waits for room between such slices): a batch of 1,024 block files of a few GiB
+ *  each, or one file of a million blocks, is then planned bit by bit within the plan's bound instead of
+ *  whole before the bound is looked at. */
+export const BATCH_PIECES = 8192;
+
+/** The pieces planned at a time for a plan bounded at `planLimit` (a small limit in tests: small slices). */
+export const batchPieces = (planLimit: number): number =>
+  Math.max(1, Math.min(BATCH_PIECES, Math.floor(planLimit / 4)));
+/* The uses (a file's piece from a blob) a restore holds planned and not written are bounded by the memory
+ * mode's planLimit (pool/memory.ts: 16,384, 4,096 in low mode). A planned small file takes ~0.5 KB of
+ * heap (its record, path, use and blob), and V8 lets the heap grow to about twice what is live: a bound
+ * of 65,536 let a restore of 300,000 small files peak ~60 MiB higher, and no faster (the loops read
+ * ranges, not whole packs, so a pack queued before all of it was planned is read by all of them at once). */
 
 export interface Batch {
   files: PlannedFile[];

@@ -1,7 +1,7 @@
 /**
  * The restore's planner (main thread): walks the snapshot's trees depth-first (fetched ahead,
- * ./treeAhead.ts), selects what is restored (./selection.ts), and plans the files in batches of
- * BATCH_FILES (./prepare.ts: folders made, the overwrite policy, each file's blobs added to its packs'
+ * ./treeAhead.ts), selects what is restored (./selection.ts), and plans the files in batches of at most
+ * BATCH_FILES files or folders and `batchPieces` pieces (./prepare.ts: folders made, the overwrite policy, each file's blobs added to its packs'
  * plans, ./packQueue.ts). Folders and links are kept for the end (./metadata.ts); a file with several
  * names is written once and linked. The walk waits when the plan held reaches its bound.
  */
@@ -16,8 +16,9 @@ import type { Selection } from './selection.js';
 import type { TreeAhead } from './treeAhead.js';
 
 export class RestorePlanner {
-  /** The files planned and not prepared yet. */
+  /** The files planned and not prepared yet, and their pieces. */
   private cur: Batch = newBatch();
+  private curPieces = 0;
   /** The first name of each file with several (by device and inode): the others become hard links. */
   private readonly inodes = new Map<string, PlannedFile>();
   /** Anything (file, folder, link) the selection names. */
@@ -54,6 +55,7 @@ export class RestorePlanner {
   private async flush(): Promise<void> {
     const b = this.cur;
     this.cur = newBatch();
+    this.curPieces = 0;
     if (b.files.length || b.dirs.length) await this.preparer.prepare(b);
     await this.packs.makeRoom();
     if (this.packs.failure !== undefined) throw this.packs.failure;
@@ -62,7 +64,10 @@ export class RestorePlanner {
   /** Adds a file to the batch; a promise when the batch was handed over (no await per file). */
   private add(f: PlannedFile): Promise<void> | undefined {
     this.cur.files.push(f);
-    return this.cur.files.length >= BATCH_FILES ? this.flush() : undefined;
+    this.curPieces += f.remaining;
+    return this.cur.files.length >= BATCH_FILES || this.curPieces >= this.packs.slice
+      ? this.flush()
+      : undefined;
   }
 
   /**
@@ -113,6 +118,7 @@ export class RestorePlanner {
           run.dirs.push(d);
           this.cur.dirs.push(d);
           this.matched = true;
+          if (this.cur.dirs.length >= BATCH_FILES) await this.flush(); // a folder of folders: bounded too
         }
         const whole = !announced && underStrip && selection.selected(childPath) && node.summary !== undefined;
         if (whole) {

@@ -79,7 +79,12 @@ export class BatchPreparer {
       toWrite.push(f);
     });
 
-    // the blobs each file needs, and where in it
+    // the blobs each file needs, and where in it; files without content (empty), or failed already, are
+    // done at once. Which they are is decided as each file is planned: once this loop waits (a block list
+    // joined, room in the plan), files planned before it may be written whole and have nothing left
+    // either, and finishing those again would create them anew, empty.
+    const { packs } = this;
+    const done: PlannedFile[] = [];
     for (const f of toWrite) {
       f.chosen = true;
       run.chosen.files++;
@@ -91,16 +96,18 @@ export class BatchPreparer {
           await this.repo.joinBlockList(node);
         } catch (err) {
           run.fail(f, (err as Error).message);
+          done.push(f);
           continue;
         }
       }
-      this.packs.plan(f, node);
+      let at = packs.plan(f, node, undefined, packs.slice);
+      if (f.remaining === 0 || f.failed) done.push(f);
+      // a file of many pieces is planned a slice at a time, waiting for room in between
+      for (; at; at = packs.plan(f, node, at, packs.slice)) {
+        await packs.makeRoom();
+        if (packs.failure !== undefined) throw packs.failure;
+      }
     }
-    // files without content (empty), or failed already, are done now
-    await mapLimit(
-      toWrite.filter((f) => f.remaining === 0 || f.failed),
-      16,
-      this.files.finished,
-    );
+    await mapLimit(done, 16, this.files.finished);
   }
 }

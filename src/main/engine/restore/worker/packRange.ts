@@ -96,11 +96,11 @@ async function readDirect(
   }
 }
 let directReadRefused = O_DIRECT === undefined;
-/** Aligned read buffers take a whole range of the restore's (up to 4 MiB, restore/packReader.ts coalesce, and
+/** Aligned read buffers take a whole range of the restore's (up to 2 MiB, restore/packQueue.ts coalesce, and
  *  the blocks around it), so that ranges of different lengths use the same ones again; a longer range
  *  (one blob larger than that) takes whole MiBs. */
 const RANGE_UNIT = 1024 * 1024;
-const RANGE_ALIGNED = 5 * RANGE_UNIT;
+const RANGE_ALIGNED = 3 * RANGE_UNIT;
 
 function keepRangeBuffer(buf: Buffer): void {
   // kept for the next range; of more than MAX_RANGE_BUFFERS the smallest is let go

@@ -2,7 +2,6 @@
  * Writing the pieces of restored files at their offsets (worker side), gathered into runs.
  */
 import { openSync, closeSync, writeSync, constants as FS } from 'node:fs';
-import { scratchOf } from '../../compress/index.js';
 import { ALIGN, O_DIRECT, takeAligned } from '../../aligned.js';
 import type { DecodeFailures } from '../../pool/wire.js';
 import { allZero } from '../wholeFile.js';
@@ -48,44 +47,57 @@ export class PartWriter {
   };
 
   /** Queues `plain` for the piece of file `path` at `offset` (part i of the task's batch); once flushed, a
-   *  failure to write it lands in failed.parts. */
+   *  failure to write it lands in failed.parts. A piece longer than the room left in the run is cut at a
+   *  block of the file, its rest going to the next run: the staging buffer's size bounds a run, not the
+   *  largest blob. */
   add(path: Uint8Array, offset: number, plain: Buffer, failed: DecodeFailures, i: number): void {
     if (allZero(plain)) return; // a hole: the file was sized, nothing to write
     const key = Buffer.from(path.buffer, path.byteOffset, path.byteLength).toString('latin1');
-    let run = this.run;
-    const fits = run && run.key === key && run.offset + run.len === offset;
-    if (!fits || run!.len + plain.length > STAGING_MAX) {
-      this.flush();
-      // a blob larger than STAGING_MAX (see below) is written through the cache, from a buffer of its own
-      const d = this.direct && !directRefused && O_DIRECT !== undefined && plain.length <= STAGING_MAX;
-      run = this.run = {
-        key,
-        path,
-        offset,
-        len: 0,
-        lead: d ? offset % ALIGN : 0,
-        direct: d,
-        slots: [],
-        failed,
-      };
-    }
-    if (run!.direct) {
-      alignedStaging ??= takeAligned(ALIGNED_STAGING);
-      if (!alignedStaging) {
-        run!.direct = false; // no aligned memory to be had: through the cache
-        run!.lead = 0;
+    for (let done = 0; done < plain.length;) {
+      let run = this.run;
+      const at = offset + done;
+      if (!run || run.key !== key || run.offset + run.len !== at) {
+        this.flush();
+        const d = this.direct && !directRefused && O_DIRECT !== undefined;
+        run = this.run = {
+          key,
+          path,
+          offset: at,
+          len: 0,
+          lead: d ? at % ALIGN : 0,
+          direct: d,
+          slots: [],
+          failed,
+        };
+        if (d) {
+          alignedStaging ??= takeAligned(ALIGNED_STAGING);
+          if (!alignedStaging) {
+            run.direct = false; // no aligned memory to be had: through the cache
+            run.lead = 0;
+          }
+        }
       }
+      let take = plain.length - done;
+      const room = STAGING_MAX - run.len;
+      if (take > room) {
+        // cut where a block of the file ends: the next run's direct part then starts whole (a run with
+        // something in it and less than a block of room is written first)
+        take = room - ((at + room) % ALIGN);
+        if (take <= 0) {
+          this.flush();
+          continue;
+        }
+      }
+      const piece = plain.subarray(done, done + take);
+      if (run.direct) piece.copy(alignedStaging!, run.lead + run.len);
+      else {
+        stagingBuf ??= Buffer.allocUnsafeSlow(STAGING_MAX); // allocated once (see compress scratchOf)
+        piece.copy(stagingBuf, run.len);
+      }
+      run.len += take;
+      done += take;
+      if (run.slots[run.slots.length - 1] !== i) run.slots.push(i);
     }
-    if (run!.direct) plain.copy(alignedStaging!, run!.lead + run!.len);
-    else {
-      // allocated once at STAGING_MAX (see scratchOf); only an empty run can need more (a blob larger
-      // than that, the block of a file of many TiB: a run of its own in a buffer of its own), so nothing
-      // is copied
-      stagingBuf = scratchOf(stagingBuf, run!.len + plain.length, STAGING_MAX);
-      plain.copy(stagingBuf, run!.len);
-    }
-    run!.len += plain.length;
-    run!.slots.push(i);
   }
 
   /** The file's descriptor in `fds` (opened with `flags`); a few dozen stay open per task. */
@@ -155,8 +167,6 @@ export class PartWriter {
       for (const fd of this.directFds.values()) closeSync(fd);
       this.fds.clear();
       this.directFds.clear();
-      // a blob larger than STAGING_MAX (a huge file's block) grew the buffer past it: not kept for good
-      if (stagingBuf && stagingBuf.length > STAGING_MAX) stagingBuf = undefined;
     }
   }
 }
@@ -167,7 +177,9 @@ function writeAll(fd: number, buf: Buffer, from: number, len: number, position: 
   while (done < len) done += writeSync(fd, buf, from + done, len - done, position + done);
 }
 
-const STAGING_MAX = 8 * 1024 * 1024;
+/** A run's bytes at most: what a direct write of one takes, large enough for the disk (a piece longer than
+ *  that is cut into runs, see add). */
+const STAGING_MAX = 2 * 1024 * 1024;
 /** The aligned staging buffer: a run of STAGING_MAX bytes starting anywhere in a block (64 KiB pages). */
 const ALIGNED_STAGING = STAGING_MAX + 64 * 1024;
 /** Runs shorter than this go through the page cache whole: a direct write waits for the disk, which
