@@ -45,6 +45,30 @@ async function fileNode(repo: Repository, treeId: string, name: string): Promise
   return undefined;
 }
 
+/** Backs up `dir` (with `opts`) and expects each file's content to be FastCDC.chunkAll's chunks of it. */
+async function expectChunksOfWholeFiles(
+  dir: string,
+  files: Record<string, Buffer>,
+  opts: { workers?: number } = {},
+): Promise<void> {
+  const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
+  const r = await backup(repo, { paths: [dir], ...opts });
+  expect(r.status).toBe('completed');
+  const cdc = new FastCDC(repo.config.chunker, gearTable(Buffer.from(repo.config.chunkerSeed, 'hex')));
+  for (const [name, data] of Object.entries(files)) {
+    const want: string[] = [];
+    let off = 0;
+    for (const len of cdc.chunkAll(data)) {
+      want.push(blobId(repo.key.id, data.subarray(off, off + len)).toString('hex'));
+      off += len;
+    }
+    const node = await fileNode(repo, r.snapshot.tree, name);
+    expect(node?.size, name).toBe(data.length);
+    expect(contentIds(node!), name).toEqual(want);
+    expect(want.length, name).toBeGreaterThan(1);
+  }
+}
+
 describe('chunks of large files', () => {
   it('are the content-defined chunks of the whole file, read directly or through the cache', async () => {
     const dir = await tempDir('tm-large-chunks-');
@@ -64,21 +88,27 @@ describe('chunks of large files', () => {
     expect(probe.direct).toBe(await directIoFilesystem(dir));
     await probe.close();
 
-    const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
-    const r = await backup(repo, { paths: [dir] });
-    expect(r.status).toBe('completed');
-    const cdc = new FastCDC(repo.config.chunker, gearTable(Buffer.from(repo.config.chunkerSeed, 'hex')));
-    for (const [name, data] of Object.entries(files)) {
-      const want: string[] = [];
-      let off = 0;
-      for (const len of cdc.chunkAll(data)) {
-        want.push(blobId(repo.key.id, data.subarray(off, off + len)).toString('hex'));
-        off += len;
-      }
-      const node = await fileNode(repo, r.snapshot.tree, name);
-      expect(node?.size, name).toBe(data.length);
-      expect(contentIds(node!), name).toEqual(want);
-      expect(want.length, name).toBeGreaterThan(1);
+    await expectChunksOfWholeFiles(dir, files);
+  });
+
+  it('are the same read through the page cache in read blocks of chunker.max + 2 MiB, cuts across their ends', async () => {
+    // TIDEMARK_NO_DIRECT_IO=1: the worker threads (a pool of one, new: the setting is read as a thread
+    // starts) read every file through the cache, into the same 6 MiB blocks, refilled when no cut can
+    // be made: files of several blocks, whose chunks straddle the blocks' ends
+    const dir = await tempDir('tm-large-chunks-cached-');
+    const files: Record<string, Buffer> = {
+      'mixed.bin': mixed(27 * MiB + 12345, 5),
+      'random.bin': randomBytes(13 * MiB + 1, 6),
+      'block-and-one.bin': mixed(6 * MiB + 1, 7),
+    };
+    for (const [name, data] of Object.entries(files)) await fs.writeFile(path.join(dir, name), data);
+    const was = process.env.TIDEMARK_NO_DIRECT_IO;
+    process.env.TIDEMARK_NO_DIRECT_IO = '1';
+    try {
+      await expectChunksOfWholeFiles(dir, files, { workers: 1 });
+    } finally {
+      if (was === undefined) delete process.env.TIDEMARK_NO_DIRECT_IO;
+      else process.env.TIDEMARK_NO_DIRECT_IO = was;
     }
   });
 });

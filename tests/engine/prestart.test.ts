@@ -12,7 +12,8 @@ import { Repository } from '../../src/main/engine/repo/repository.js';
 import { backup } from '../../src/main/engine/backup/index.js';
 import { restore } from '../../src/main/engine/restore/index.js';
 import { prestartWorkers, prestartedCount } from '../../src/main/engine/pool/index.js';
-import { startDeferred } from '../../src/main/engine/pool/early.js';
+import { prestartedList, startDeferred } from '../../src/main/engine/pool/early.js';
+import { deriveKeyAhead, derivingAhead, dropDerivationsAhead } from '../../src/main/engine/crypto/kdf.js';
 import { describeTree, expectSameTrees, randomBytes, tempDir, writeTree } from '../helpers/fixtures.js';
 
 describe('prestarted worker threads', () => {
@@ -62,5 +63,32 @@ describe('prestarted worker threads', () => {
     const repo = await Repository.init(new MemoryBackend(), 'pw', { kdf: { N: 1024 } });
     await backup(repo, { paths: [src], workers: 2, compressionLevel: 2, forceFull: true });
     expect(prestartedCount()).toBe(0); // the pool took both
+  });
+
+  it("in memory mode 'low' start only once the key derivation started ahead has ended, else not at all", async () => {
+    expect(prestartedCount()).toBe(0);
+    expect(derivingAhead()).toBeUndefined(); // none running
+    // none started ahead: the pool starts its own thread after the repository is open
+    prestartWorkers(1, 'low');
+    expect(prestartedCount()).toBe(0);
+    // one started ahead (the CLI launcher's): scrypt's 32 MiB and a booting thread must not add up
+    deriveKeyAhead('pw', { N: 1 << 14, r: 8, p: 1, salt: Buffer.alloc(32, 3).toString('base64') });
+    const ended = derivingAhead();
+    expect(ended).toBeDefined();
+    prestartWorkers(1, 'low');
+    expect(prestartedCount()).toBe(0); // not while it runs
+    await ended;
+    await new Promise((r) => setImmediate(r));
+    expect(derivingAhead()).toBeUndefined();
+    expect(prestartedCount()).toBe(1); // started once it ended
+    dropDerivationsAhead();
+    // 'normal': at once
+    prestartWorkers(2);
+    expect(prestartedCount()).toBe(2);
+    await Promise.all(
+      prestartedList()
+        .splice(0)
+        .map((w) => w.terminate()),
+    );
   });
 });

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { startDeferred } from '../engine/pool/early.js';
 import { workersFor } from '../engine/pool/memory.js';
 import type { MemoryMode } from '../engine/operations.js';
-import { deriveKeyAhead, type KdfParams } from '../engine/crypto/kdf.js';
+import { deriveKeyAhead, derivingAhead, type KdfParams } from '../engine/crypto/kdf.js';
 import { passwordOfFile } from './password.js';
 import { defaultRepoLocation } from './locations.js';
 
@@ -58,8 +58,12 @@ export function commandOf(argv: string[]): { command?: string; workers?: number;
 /** Starts the worker threads (of the bundle's `workerFile`) a backup or restore of `argv` will use. */
 export function startEarlyWorkers(argv: string[], workerFile: string): void {
   const { command, workers, memory } = commandOf(argv);
-  if (command === 'backup' || command === 'restore')
-    startDeferred(workerFile, {}, workersFor(memory, workers));
+  if (command !== 'backup' && command !== 'restore') return;
+  const start = () => startDeferred(workerFile, {}, workersFor(memory, workers));
+  if (memory !== 'low') return start();
+  // 'low': after the key derivation started ahead (scrypt's 32 MiB and the threads' boot would add up
+  // in the peak), else when the pool makes them, once the repository is open (../engine/pool/threads.ts)
+  void derivingAhead()?.then(start);
 }
 
 /** The value of a global option (before the command) named `names`: `-r X`, `--repo X` or `--repo=X`. */

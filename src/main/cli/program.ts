@@ -280,7 +280,7 @@ export function buildProgram(
     )
     .option('-v, --verbose', 'also print every failed repository request (with --json: include them)')
     .action(async (paths: string[], o) => {
-      prestartWorkers(workersFor(o.memory, o.workers)); // they boot while the repository opens
+      prestartWorkers(workersFor(o.memory, o.workers), o.memory); // they boot while the repository opens
       const excludes: string[] = [...o.exclude];
       if (o.excludeFile)
         excludes.push(
@@ -487,7 +487,7 @@ export function buildProgram(
     .option('--workers <n>', 'CPU workers', int)
     .addOption(memoryOption())
     .action(async (ref: string, o) => {
-      prestartWorkers(workersFor(o.memory, o.workers)); // they boot while the repository opens
+      prestartWorkers(workersFor(o.memory, o.workers), o.memory); // they boot while the repository opens
       const bar = progressLine(io, io.isTTY && !g().quiet && !g().json);
       const r = await withRepo(async (repo) => {
         const snap = await repo.loadSnapshot(ref);

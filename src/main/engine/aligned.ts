@@ -109,6 +109,12 @@ export function takeAligned(size: number): Buffer | undefined {
   }
 }
 
+/** Gives back the pages of a memory from takeAligned that is kept idle by its user (it stays usable:
+ *  it reads as zeros until written again). */
+export function releaseAligned(b: Buffer): void {
+  if (ours.has(b.buffer)) releasePages(b.buffer);
+}
+
 export function giveAligned(b: Buffer, keep = 4): void {
   const list = kept.get(b.length) ?? [];
   if (list.length < keep) {

@@ -18,7 +18,7 @@
  * read of them, so what is read is what a buffered read would return.
  */
 import fs from 'node:fs/promises';
-import { ALIGN, O_DIRECT, directIoFilesystem, giveAligned, takeAligned } from '../aligned.js';
+import { ALIGN, O_DIRECT, directIoFilesystem, giveAligned, releaseAligned, takeAligned } from '../aligned.js';
 
 /** Files smaller than this are read through the page cache (one or two reads: not worth a stage). */
 export const DIRECT_READ_MIN_BYTES = 4 * 1024 * 1024;
@@ -186,7 +186,9 @@ export class BlockSource {
   }
 
   giveBuffer(b: Buffer): void {
-    if (this.aligned.delete(b)) giveAligned(b);
+    if (!this.aligned.delete(b)) return;
+    releaseAligned(b); // kept, but not resident until the next block file (a few faults in huge pages)
+    giveAligned(b);
   }
 
   /** Goes on through the page cache (the filesystem refused a direct read). */

@@ -37,11 +37,29 @@ const ahead = (): Ahead[] => ((globalThis as Record<symbol, Ahead[]>)[AHEAD] ??=
 
 const same = (a: KdfParams, b: KdfParams) => a.N === b.N && a.r === b.r && a.p === b.p && a.salt === b.salt;
 
+const RUNNING = Symbol.for('tidemark.kdfAheadRunning');
+const running = (): Set<Promise<unknown>> =>
+  ((globalThis as Record<symbol, Set<Promise<unknown>>>)[RUNNING] ??= new Set());
+
 /** Starts deriving the key of `password` with `params` for a later deriveKey to take. */
 export function deriveKeyAhead(password: string, params: KdfParams): void {
   const key = scrypt(password, params);
   key.catch(() => {}); // whoever takes it sees the error; untaken, it is nobody's
   ahead().push({ password, params: { ...params }, key });
+  const done = key.then(
+    () => {},
+    () => {},
+  );
+  running().add(done);
+  void done.then(() => running().delete(done));
+}
+
+/** Settles once the derivations started ahead have ended (taken or not); undefined when none runs. Memory
+ *  mode 'low' starts its worker threads after it: scrypt's 32 MiB and the threads' boot then do not add
+ *  up in the peak (pool/threads.ts prestartWorkers). */
+export function derivingAhead(): Promise<void> | undefined {
+  const list = [...running()];
+  return list.length ? Promise.all(list).then(() => {}) : undefined;
 }
 
 /** The key derived from `password` with `params`: one started ahead for exactly these, else a new one. */

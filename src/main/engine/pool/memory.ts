@@ -13,7 +13,7 @@ const MiB = 1024 * 1024;
 
 export interface MemoryProfile {
   workers: number;
-  /** Backup: file tasks in flight per worker (each may hold a read block of 8 MiB). */
+  /** Backup: file tasks in flight per worker (each may hold a read block of 6 MiB: backup/worker/settings.ts). */
   tasksPerWorker: number;
   /** Backup: data packs held in memory at once (repo/repository.ts packBuffers; unset: the backend's
    *  writes at once and one filling). */
@@ -44,7 +44,7 @@ const LOW: Omit<MemoryProfile, 'workers'> = {
   packBuffers: 1,
   packWriteBytes: 2 * MiB,
   sealBudget: 4 * MiB,
-  scratchBytes: 4 * MiB,
+  scratchBytes: 2 * MiB,
   restoreLoops: 1,
   planLimit: 4096,
 };

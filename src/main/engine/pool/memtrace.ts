@@ -6,6 +6,8 @@
  * Worker threads send theirs over a BroadcastChannel every 20 ms. `memtraceReport` gives the breakdown
  * at the peak; whatever resident memory no isolate accounts for is native (code and data of node and
  * the addons, malloc's arenas and what the addons allocate: zstd contexts, SQLite's cache, io_uring).
+ * `TIDEMARK_MEMTRACE=timeline` also prints a line every half second: RSS, and per thread its JS heap /
+ * ArrayBuffers / other external [its gauges], in MiB (what rises when, through a run).
  */
 import fs from 'node:fs';
 import { BroadcastChannel, isMainThread, threadId } from 'node:worker_threads';
@@ -38,6 +40,13 @@ interface Peak {
   workers: Isolate[];
 }
 
+/** More of the engine's own buffers to report at the peak, by kind (registered by the modules that keep
+ *  them; read only while the trace is on). */
+const extraGauges = new Map<string, () => number>();
+export function memtraceGauge(name: string, bytes: () => number): void {
+  extraGauges.set(name, bytes);
+}
+
 const isolate = (): Isolate => {
   const m = process.memoryUsage();
   return {
@@ -49,6 +58,7 @@ const isolate = (): Isolate => {
       'aligned made': alignedBytes.made,
       'aligned kept': alignedBytes.kept,
       ...(isMainThread ? { 'range buffers kept': keptBufferBytes() } : { 'scratch kept': scratchBytes() }),
+      ...Object.fromEntries([...extraGauges].map(([k, f]) => [k, f()])),
     },
   };
 };
@@ -80,8 +90,17 @@ export function startMemtrace(): void {
     workers.set(id, m);
   };
   const t0 = Date.now();
+  let tick = 0;
   const sample = () => {
     const s = status();
+    if (process.env.TIDEMARK_MEMTRACE === 'timeline' && tick++ % 25 === 0) {
+      const f = (n: number) => (n / MiB).toFixed(0);
+      const w = (x: Isolate) =>
+        `${f(x.heapTotal)}/${f(x.arrayBuffers)}/${f(x.external - x.arrayBuffers)}[${Object.values(x.gauges).map(f).join(',')}]`;
+      process.stderr.write(
+        `TL ${((Date.now() - t0) / 1000).toFixed(1)} rss ${f(s.rss)} main ${w(isolate())} ${[...workers.values()].map(w).join(' ')}\n`,
+      );
+    }
     if (started!.peak && s.rss <= started!.peak.rss) return;
     started!.peak = {
       ...s,

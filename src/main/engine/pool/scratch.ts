@@ -23,7 +23,8 @@ import { WORKER_SCRATCH_BYTES } from './wire.js';
 
 const scratch: ArrayBuffer[] = [];
 const MAX_SCRATCH = 16;
-// 16 MiB by default (WorkerInit.scratchBytes sets it: pool/memory.ts): with fresh buffers in huge pages
+// WorkerInit.scratchBytes sets it (pool/memory.ts: 8 MiB, 2 in low mode; 4 MiB had a full backup take
+// fresh buffers for a third more page faults): with fresh buffers in huge pages
 // (hugeShaped below) a fresh buffer is cheap enough that keeping more made no difference in time or
 // faults, only in peak RSS; and sealed buffers come back as soon as their blobs are in a pack's buffer
 // (repo/pack.ts)

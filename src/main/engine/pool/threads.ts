@@ -8,6 +8,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import fs from 'node:fs';
 import { defaultWorkerCount, prestartedList, startDeferred } from './early.js';
+import { derivingAhead } from '../crypto/kdf.js';
+import type { MemoryMode } from '../operations.js';
 
 export function workerEntry(): { file: string; data: Record<string, unknown> } {
   // In a packaged app the worker script is unpacked next to the asar archive (a worker cannot load
@@ -35,9 +37,12 @@ export function workerEntry(): { file: string; data: Record<string, unknown> } {
  * launcher starts a backup's or restore's before it loads anything else: ./early.ts). They never keep
  * the process alive, and stop unused after a while.
  */
-export function prestartWorkers(n = defaultWorkerCount()): void {
+export function prestartWorkers(n = defaultWorkerCount(), memory?: MemoryMode): void {
   const entry = workerEntry();
-  startDeferred(entry.file, entry.data, n);
+  if (memory !== 'low') return startDeferred(entry.file, entry.data, n);
+  // 'low': not while the password's key is derived (scrypt holds 32 MiB): after a derivation started
+  // ahead (cli/early.ts), else not at all (the pool starts its threads once the repository is open)
+  void derivingAhead()?.then(() => startDeferred(entry.file, entry.data, n));
 }
 
 /** Worker threads started ahead and not taken by a pool yet (for tests). */

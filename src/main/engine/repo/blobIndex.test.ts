@@ -42,6 +42,58 @@ describe('BlobIndex', () => {
     );
   });
 
+  it('finds every blob across its segments (2^14 entries each) as it grows, by adding or by reserving', () => {
+    // 40,000 blobs: the first segment grown from 1,024 to 16,384 entries, then two more segments, and the
+    // hash table rebuilt six times; a second index reserves room part way (between the segments' bounds)
+    const n = 40_000;
+    const ids = Array.from({ length: n }, (_, i) => crypto.createHash('sha256').update(`s${i}`).digest());
+    const loc = (i: number) => ({
+      pack: `pack${i >> 12}`,
+      offset: i * 7,
+      length: (i % 5000) + 1,
+      rawLength: i + 3,
+      type: i % 3 === 0 ? BlobType.Tree : BlobType.Data,
+      compressed: i % 2 === 0,
+    });
+    const grown = new BlobIndex();
+    const reserved = new BlobIndex();
+    for (let i = 0; i < n; i++) {
+      if (i === 10_000) reserved.reserve(33_000); // past the first segment, not a whole number of them
+      expect(grown.add(ids[i], loc(i))).toBe(true);
+      expect(reserved.add(ids[i].toString('hex'), loc(i))).toBe(true);
+      // the entry just added at a boundary, and the first ones, stay found as it grows
+      if (i === 16_383 || i === 16_384 || i === 32_767 || i === 32_768) {
+        expect(grown.get(ids[i])).toEqual(loc(i));
+        expect(grown.get(ids[0])).toEqual(loc(0));
+      }
+    }
+    for (const index of [grown, reserved]) {
+      expect(index.size).toBe(n);
+      for (let i = 0; i < n; i++) expect(index.get(ids[i])).toEqual(loc(i));
+      expect(index.add(ids[16_384], loc(0))).toBe(false); // a second copy: the first location stays
+      expect(index.get(ids[16_384])).toEqual(loc(16_384));
+      expect(index.has(crypto.createHash('sha256').update('absent').digest())).toBe(false);
+      // in insertion order, across the segments
+      let k = 0;
+      for (const [hex, l] of index.entries()) {
+        expect(hex).toBe(ids[k].toString('hex'));
+        expect(l).toEqual(loc(k));
+        k++;
+      }
+      expect(k).toBe(n);
+      const trees = index.countsByPack(BlobType.Tree);
+      expect([...trees.values()].reduce((a, b) => a + b, 0)).toBe(Math.ceil(n / 3));
+      expect(index.packExtent('pack9')).toBe(
+        Math.max(
+          ...Array.from({ length: 4096 }, (_, j) => {
+            const i = 9 * 4096 + j;
+            return i < n ? loc(i).offset + loc(i).length : 0;
+          }),
+        ),
+      );
+    }
+  });
+
   it('keeps every blob when room is made first, beside blobs already there', () => {
     const index = new BlobIndex();
     for (let i = 0; i < 100; i++) index.add(id(i), at('a', BlobType.Data, i));

@@ -3,6 +3,8 @@
  * Stored in flat typed arrays with an open-addressing hash table instead of a Map of objects, so a
  * repository with millions of blobs costs ~60 bytes per blob rather than several hundred.
  */
+import { discardBuffer } from '../bufferPool.js';
+
 export enum BlobType {
   Data = 0,
   Tree = 1,
@@ -19,17 +21,45 @@ export interface BlobLocation {
 
 const EMPTY = -1;
 
+/** Entries per segment (see BlobIndex): 2^14, ~800 KB of columns. */
+const SEG_BITS = 14;
+const SEG = 1 << SEG_BITS;
+const SEG_MASK = SEG - 1;
+/** The first segment's first size; it doubles up to SEG (a small repository's index stays small). */
+const FIRST = 1024;
+
+/** One segment's columns: up to SEG entries, entry e at e & SEG_MASK of segment e >>> SEG_BITS. */
+interface Segment {
+  ids: Uint8Array;
+  packRef: Uint32Array;
+  offsets: Uint32Array;
+  lengths: Uint32Array;
+  rawLengths: Uint32Array;
+  flags: Uint8Array;
+}
+
+const segment = (n: number): Segment => ({
+  ids: new Uint8Array(32 * n),
+  packRef: new Uint32Array(n),
+  offsets: new Uint32Array(n),
+  lengths: new Uint32Array(n),
+  rawLengths: new Uint32Array(n),
+  flags: new Uint8Array(n),
+});
+
 /** An ID's hash: its first four bytes (IDs are keyed hashes already), from `id[at]`. */
 const hashAt = (id: Uint8Array, at: number): number =>
   (id[at] | (id[at + 1] << 8) | (id[at + 2] << 16) | (id[at + 3] << 24)) >>> 0;
 
+/**
+ * The entries live in segments of SEG entries, appended as the index grows: growing never copies them
+ * nor holds an old and a new copy at once (doubling whole arrays did, and their capacity ran up to twice
+ * the entries: a backup's peak grew ~50 MiB per million blobs more than the ~49 bytes each entry needs).
+ * Only the hash table (4 bytes a slot, at most half full) is rebuilt when it doubles, and the old one is
+ * freed at once.
+ */
 export class BlobIndex {
-  private ids = new Uint8Array(32 * 1024);
-  private packRef = new Uint32Array(1024);
-  private offsets = new Uint32Array(1024);
-  private lengths = new Uint32Array(1024);
-  private rawLengths = new Uint32Array(1024);
-  private flags = new Uint8Array(1024);
+  private segs: Segment[] = [segment(FIRST)];
   private table = new Int32Array(2048).fill(EMPTY);
   private count = 0;
   private readonly packNames: string[] = [];
@@ -52,8 +82,8 @@ export class BlobIndex {
   }
 
   private equals(entry: number, id: Uint8Array, at: number): boolean {
-    const base = entry * 32;
-    const ids = this.ids;
+    const ids = this.segs[entry >>> SEG_BITS].ids;
+    const base = (entry & SEG_MASK) * 32;
     for (let i = 0; i < 32; i++) if (ids[base + i] !== id[at + i]) return false;
     return true;
   }
@@ -78,12 +108,14 @@ export class BlobIndex {
   }
 
   private location(e: number): BlobLocation {
-    const f = this.flags[e];
+    const s = this.segs[e >>> SEG_BITS];
+    const i = e & SEG_MASK;
+    const f = s.flags[i];
     return {
-      pack: this.packNames[this.packRef[e]],
-      offset: this.offsets[e],
-      length: this.lengths[e],
-      rawLength: this.rawLengths[e],
+      pack: this.packNames[s.packRef[i]],
+      offset: s.offsets[i],
+      length: s.lengths[i],
+      rawLength: s.rawLengths[i],
       type: (f & 0x7f) as BlobType,
       compressed: (f & 0x80) !== 0,
     };
@@ -129,48 +161,54 @@ export class BlobIndex {
     const slot = this.slotOf(src, at);
     if (this.table[slot] !== EMPTY) return false;
     const e = this.count++;
-    if (e >= this.flags.length) this.growEntries();
+    this.room(e + 1);
     const pack = this.packNumber(packName); // (a pack none of whose blobs is added stays unknown)
-    const ids = this.ids;
-    for (let i = 0; i < 32; i++) ids[e * 32 + i] = src[at + i];
+    const s = this.segs[e >>> SEG_BITS];
+    const i = e & SEG_MASK;
+    const ids = s.ids;
+    for (let k = 0; k < 32; k++) ids[i * 32 + k] = src[at + k];
     if (offset + length > this.packEnds[pack]) this.packEnds[pack] = offset + length;
-    this.packRef[e] = pack;
-    this.offsets[e] = offset;
-    this.lengths[e] = length;
-    this.rawLengths[e] = rawLength;
-    this.flags[e] = flags;
+    s.packRef[i] = pack;
+    s.offsets[i] = offset;
+    s.lengths[i] = length;
+    s.rawLengths[i] = rawLength;
+    s.flags[i] = flags;
     this.table[slot] = e;
     return true;
   }
 
   /** Makes room for `n` blobs in all (an index file's count, before its blobs are added one by one). */
   reserve(n: number): void {
-    if (n > this.flags.length) this.growEntries(2 ** Math.ceil(Math.log2(n)));
+    this.room(n);
     if (n * 2 > this.table.length) this.grow(2 ** Math.ceil(Math.log2(n * 2)));
   }
 
-  private growEntries(n = this.flags.length * 2): void {
-    const grow = <T extends Uint8Array | Uint32Array>(a: T, size: number): T => {
-      const b = new (a.constructor as new (n: number) => T)(size);
-      b.set(a);
-      return b;
-    };
-    this.ids = grow(this.ids, n * 32);
-    this.packRef = grow(this.packRef, n);
-    this.offsets = grow(this.offsets, n);
-    this.lengths = grow(this.lengths, n);
-    this.rawLengths = grow(this.rawLengths, n);
-    this.flags = grow(this.flags, n);
+  /** Segments for n entries: the first one grown (doubling, up to SEG), then whole segments appended. */
+  private room(n: number): void {
+    const first = this.segs[0];
+    if (this.segs.length === 1 && first.flags.length < SEG && n > first.flags.length) {
+      const size = Math.min(SEG, 2 ** Math.ceil(Math.log2(n)));
+      const grown = segment(size);
+      grown.ids.set(first.ids);
+      grown.packRef.set(first.packRef);
+      grown.offsets.set(first.offsets);
+      grown.lengths.set(first.lengths);
+      grown.rawLengths.set(first.rawLengths);
+      grown.flags.set(first.flags);
+      this.segs[0] = grown;
+    }
+    while (this.segs.length * SEG < n) this.segs.push(segment(SEG));
   }
 
   private grow(size = this.table.length * 2): void {
+    const old = this.table;
     this.table = new Int32Array(size).fill(EMPTY);
+    discardBuffer(old.buffer as ArrayBuffer); // freed now, not at the next full collection
     // every entry is distinct: each goes in the first empty slot from its hash (no comparing)
     const table = this.table;
-    const ids = this.ids;
     const mask = size - 1;
     for (let e = 0; e < this.count; e++) {
-      let slot = hashAt(ids, e * 32) & mask;
+      let slot = hashAt(this.segs[e >>> SEG_BITS].ids, (e & SEG_MASK) * 32) & mask;
       while (table[slot] !== EMPTY) slot = (slot + 1) & mask;
       table[slot] = e;
     }
@@ -179,7 +217,9 @@ export class BlobIndex {
   /** Every (id, location), in insertion order. */
   *entries(): IterableIterator<[string, BlobLocation]> {
     for (let e = 0; e < this.count; e++) {
-      yield [Buffer.from(this.ids.subarray(e * 32, e * 32 + 32)).toString('hex'), this.location(e)];
+      const ids = this.segs[e >>> SEG_BITS].ids;
+      const at = (e & SEG_MASK) * 32;
+      yield [Buffer.from(ids.subarray(at, at + 32)).toString('hex'), this.location(e)];
     }
   }
 
@@ -196,7 +236,11 @@ export class BlobIndex {
   /** How many blobs of `type` each pack holds (by the location `get` gives). */
   countsByPack(type: BlobType): Map<string, number> {
     const counts = new Uint32Array(this.packNames.length);
-    for (let e = 0; e < this.count; e++) if ((this.flags[e] & 0x7f) === type) counts[this.packRef[e]]++;
+    for (let e = 0; e < this.count; e++) {
+      const s = this.segs[e >>> SEG_BITS];
+      const i = e & SEG_MASK;
+      if ((s.flags[i] & 0x7f) === type) counts[s.packRef[i]]++;
+    }
     const out = new Map<string, number>();
     counts.forEach((n, p) => n && out.set(this.packNames[p], n));
     return out;

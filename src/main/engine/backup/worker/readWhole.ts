@@ -5,29 +5,48 @@
  */
 import { blobId } from '../../crypto/index.js';
 import { sameMtime } from '../../scan/stat.js';
-import { ALIGN, giveAligned, takeAligned } from '../../aligned.js';
+import { ALIGN, releaseAligned, takeAligned } from '../../aligned.js';
 import { idKey, settings, tell, throttle } from '../../pool/thread.js';
 import type { BackupFileResult, BackupFileTask, SealedBlobMsg } from '../../pool/wire.js';
 import { SourceReader } from '../sourceRead.js';
+import { memtraceGauge } from '../../pool/memtrace.js';
 import { sealChunk } from './seal.js';
 import { storeIfNew } from './store.js';
-import { cdc, MiB, READ_BLOCK, statAfter } from './settings.js';
+import { cdc, READ_BLOCK, statAfter } from './settings.js';
 
-// Read blocks are reused from file to file: a fresh multi-MiB buffer per file is freed only when this
-// thread's garbage collector gets round to it (its JS heap is tiny, so rarely), and dead buffers pile
-// up as resident memory. Files that fit in a much smaller buffer get one of their own.
-const freeBlocks: Buffer[] = [];
-function takeBlock(size: number): Buffer {
-  if (size + 1 < READ_BLOCK / 8) return Buffer.allocUnsafe(Math.max(1, size + 1));
-  return freeBlocks.pop() ?? Buffer.allocUnsafeSlow(READ_BLOCK);
+/*
+ * Read blocks (READ_BLOCK: the unfinished chunk and 2 MiB more) are aligned memory, for direct and
+ * buffered reads alike, reused from file to file: a fresh multi-MiB buffer per file costs its page faults
+ * again and is freed only when this thread's garbage collector gets round to it (its JS heap is tiny, so
+ * rarely). Up to two are kept idle (a worker reads two files at a time at most); once no file has taken
+ * one for IDLE_RELEASE_MS their pages are given back, so they do not sit resident through a backup's
+ * small files (taken again, in huge pages, they cost a few faults). Direct reads fill a block whole; larger
+ * blocks only raised a full backup's peak RSS, at the same speed (8 MiB blocks, four kept, did).
+ */
+const idleBlocks: { buf: Buffer; resident: boolean }[] = [];
+const IDLE_RELEASE_MS = 200;
+let blocksOut = 0;
+let releaseTimer: NodeJS.Timeout | undefined;
+memtraceGauge('read blocks in use', () => blocksOut);
+memtraceGauge('read blocks idle', () => idleBlocks.filter((b) => b.resident).length * (READ_BLOCK ?? 0));
+function takeBlock(): { buf: Buffer; aligned: boolean } {
+  blocksOut += READ_BLOCK;
+  const idle = idleBlocks.pop();
+  if (idle && idle.buf.length === READ_BLOCK) return { buf: idle.buf, aligned: true };
+  const aligned = takeAligned(READ_BLOCK);
+  return { buf: aligned ?? Buffer.allocUnsafeSlow(READ_BLOCK), aligned: !!aligned };
 }
-function giveBlock(buf: Buffer): void {
-  if (buf.length === READ_BLOCK && freeBlocks.length < 4) freeBlocks.push(buf);
+function giveBlock(buf: Buffer, aligned: boolean): void {
+  blocksOut -= READ_BLOCK;
+  if (!aligned || idleBlocks.length >= 2) return; // left to the collector
+  idleBlocks.push({ buf, resident: true });
+  clearTimeout(releaseTimer);
+  releaseTimer = setTimeout(() => {
+    for (const b of idleBlocks) if (b.resident) releaseAligned(b.buf);
+    for (const b of idleBlocks) b.resident = false;
+  }, IDLE_RELEASE_MS);
+  releaseTimer.unref();
 }
-/** A read block for direct reads (../../aligned.ts: whole 64 KiB pages): the unfinished chunk (under
- *  chunker.max) and at least 2 MiB more. Direct reads fill a block whole, where buffered ones stopped once
- *  chunker.max bytes were in it: larger blocks only raised a full backup's peak RSS, at the same speed. */
-const alignedBlockBytes = () => Math.ceil((settings.chunker.max + 2 * MiB) / 65536) * 65536;
 
 export async function backupWholeFile(taskId: number, task: BackupFileTask): Promise<BackupFileResult> {
   // the whole file, start to end: large files past the page cache (backup/sourceRead.ts)
@@ -40,10 +59,13 @@ export async function backupWholeFile(taskId: number, task: BackupFileTask): Pro
     const speculative: SealedBlobMsg[] = [];
     // Small files: one read, one chunk, no round trip — the blob travels with the result.
     const small = task.size < settings.chunker.min;
-    // Direct reads go straight into an aligned block at aligned offsets (SourceReader.readAligned)
-    const aligned = fh.direct && !small ? takeAligned(alignedBlockBytes()) : undefined;
-    const buf = (block = aligned ?? takeBlock(task.size));
-    blockAligned = !!aligned;
+    // One read block (see takeBlock) for a large file; direct reads go straight into it at aligned offsets
+    // (SourceReader.readAligned). A small file gets a buffer of its size (and one byte more, which shows
+    // that it grew).
+    const taken = small ? undefined : takeBlock();
+    const buf = (block = taken?.buf ?? Buffer.allocUnsafe(Math.max(1, task.size + 1)));
+    blockAligned = !!taken?.aligned;
+    const aligned = fh.direct && blockAligned;
     let start = 0; // first unconsumed byte in buf
     let end = 0; // end of valid data
     let eof = false;
@@ -100,10 +122,7 @@ export async function backupWholeFile(taskId: number, task: BackupFileTask): Pro
       after.size !== bytesRead || after.size !== task.size || !sameMtime(after.mtimeMs, task.mtimeMs);
     return { content, bytesRead, size: bytesRead, changedWhileReading, blobs: speculative };
   } finally {
-    // two aligned blocks kept (a worker reads two files at a time at most): more sit idle through a full
-    // backup's small files, in its peak RSS
-    if (block && blockAligned) giveAligned(block, 2);
-    else if (block) giveBlock(block);
+    if (block && block.length === READ_BLOCK) giveBlock(block, blockAligned);
     await fh.close();
   }
 }

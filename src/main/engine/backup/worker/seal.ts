@@ -1,21 +1,19 @@
 /**
  * Compressing and sealing chunks (worker side): one chunk into a buffer of its own (a small file's blob,
  * sent with its result), or many into one buffer as a sealed segment (one allocation and one move between
- * threads, not one per chunk), compressed first into the thread's staging buffer so that the sealed buffer
- * has just the size it needs. Sealed buffers come from ./../../pool/scratch.ts and go back to it.
+ * threads, not one per chunk), each compressed straight into its place there and sealed in place. Sealed
+ * buffers come from ./../../pool/scratch.ts and go back to it.
  */
-import { seal, sealInto, OVERHEAD } from '../../crypto/index.js';
+import { NONCE_BYTES, OVERHEAD, seal, sealInto } from '../../crypto/index.js';
 import {
   CompressionProbe,
   maybeCompressTransient,
-  scratchOf,
   compressBound,
   compressInto,
 } from '../../compress/index.js';
 import { encKey, settings } from '../../pool/thread.js';
 import { takeScratch } from '../../pool/scratch.js';
 import type { ChunkSegment, SealedBlobMsg, SealedSegment } from '../../pool/wire.js';
-import { MiB } from './settings.js';
 
 export function sealChunk(id: Buffer, data: Uint8Array): SealedBlobMsg {
   const c = maybeCompressTransient(data, settings.compressionLevel); // sealed (copied) right away
@@ -51,37 +49,36 @@ export function sealChunks(chunks: { id: Uint8Array; data: Uint8Array }[]): Seal
 }
 
 /** Seals n chunks (`plainOf(i)`, ID ids[32i, 32i + 32)) into one buffer; see CompressionProbe for oneFile.
- *  The chunks are compressed first, into the thread's staging buffer, so that the sealed buffer has just
- *  the size it needs (no copy to shrink it, no room pinned until its pack is written). */
+ *  Each chunk is compressed straight into the sealed buffer, where its ciphertext will go, and sealed
+ *  there in place (AES-GCM encrypts in place; the nonce goes in front after): no staging buffer per
+ *  thread (it was the size of a whole batch's compressed bound, ~4 MiB resident in each worker). The
+ *  buffer is sized for the chunks compressed at their worst; its pages past what is written are never
+ *  touched, so a fresh one costs no more resident memory than one of just the size it needs. */
 function sealEach(n: number, plainOf: (i: number) => Buffer, ids: Buffer, oneFile: boolean): SealedSegment {
-  let bound = 0;
-  for (let i = 0; i < n; i++) bound += compressBound(plainOf(i).length);
-  const stage = stageOf(bound);
-  const packed = new Uint32Array(n); // compressed length in the stage, 0: stored raw
+  const level = settings.compressionLevel;
+  let cap = 0;
+  for (let i = 0; i < n; i++) {
+    const len = plainOf(i).length;
+    cap += (level > 0 ? Math.max(len, compressBound(len)) : len) + OVERHEAD;
+  }
+  const out = takeScratch(cap);
   const rawLengths = new Uint32Array(n);
   const compressed = new Uint8Array(n);
+  const offsets = new Uint32Array(n);
+  const lengths = new Uint32Array(n);
   const probe = oneFile ? new CompressionProbe() : undefined;
-  let at = 0;
-  let cap = 0;
+  let pos = 0;
   for (let i = 0; i < n; i++) {
     const plain = plainOf(i);
     rawLengths[i] = plain.length;
-    if (!probe || probe.shouldTry()) {
-      packed[i] = compressInto(plain, settings.compressionLevel, stage.subarray(at));
-      probe?.record(packed[i] > 0);
+    const at = pos + NONCE_BYTES; // where the ciphertext goes
+    let packed = 0;
+    if (level > 0 && (!probe || probe.shouldTry())) {
+      packed = compressInto(plain, level, out.subarray(at, at + compressBound(plain.length)));
+      probe?.record(packed > 0);
     }
-    compressed[i] = packed[i] > 0 ? 1 : 0;
-    cap += (packed[i] || plain.length) + OVERHEAD;
-    at += packed[i];
-  }
-  const out = takeScratch(cap);
-  const offsets = new Uint32Array(n);
-  const lengths = new Uint32Array(n);
-  let pos = 0;
-  at = 0;
-  for (let i = 0; i < n; i++) {
-    const data = packed[i] ? stage.subarray(at, at + packed[i]) : plainOf(i);
-    at += packed[i];
+    compressed[i] = packed > 0 ? 1 : 0;
+    const data = packed ? out.subarray(at, at + packed) : plain;
     const len = sealInto(encKey, data, ids.subarray(32 * i, 32 * i + 32), out, pos);
     offsets[i] = pos;
     lengths[i] = len;
@@ -96,12 +93,3 @@ function sealEach(n: number, plainOf: (i: number) => Buffer, ids: Buffer, oneFil
     compressed,
   };
 }
-
-/** The thread's staging buffer for compressed chunks, at least `size` bytes (kept up to 16 MiB). */
-let staging: Buffer | undefined;
-function stageOf(size: number): Buffer {
-  const b = scratchOf(staging, size, STAGE_MAX); // allocated once at its largest (see scratchOf)
-  if (b.length <= STAGE_MAX) staging = b;
-  return b;
-}
-const STAGE_MAX = 16 * MiB;

@@ -5,6 +5,7 @@
  */
 import { ask, settings } from '../../pool/thread.js';
 import type { ChunkSegment, QueryReply } from '../../pool/wire.js';
+import { memtraceGauge } from '../../pool/memtrace.js';
 import { sealSegment } from './seal.js';
 
 /**
@@ -14,6 +15,7 @@ import { sealSegment } from './seal.js';
  */
 const spareSegments: ArrayBuffer[] = [];
 const MAX_SPARE_SEGMENTS = 8;
+memtraceGauge('segments kept', () => spareSegments.reduce((n, b) => n + b.byteLength, 0));
 function keepSpare(buf: ArrayBuffer, capacity: number): void {
   if (buf.byteLength === capacity && spareSegments.length < MAX_SPARE_SEGMENTS) spareSegments.push(buf);
 }

@@ -8,13 +8,17 @@ import { mtimeMsOf } from '../../scan/stat.js';
 import { onConfigure } from '../../pool/thread.js';
 
 export let cdc: FastCDC;
+/** A read block's bytes (./readWhole.ts, ./readRanges.ts). */
 export let READ_BLOCK: number;
 export const ID_BYTES = 32;
 export const MiB = 1024 * 1024;
 
 onConfigure((settings) => {
   cdc = new FastCDC(settings.chunker, gearTable(Buffer.from(settings.chunkerSeed, 'hex')));
-  READ_BLOCK = Math.max(8 * 1024 * 1024, 2 * settings.chunker.max);
+  // the unfinished chunk (under chunker.max) and at least 2 MiB more (two average chunks when larger),
+  // in whole 64 KiB pages (aligned memory: ../../aligned.ts)
+  const more = Math.max(2 * MiB, 2 * settings.chunker.avg);
+  READ_BLOCK = Math.ceil((settings.chunker.max + more) / 65536) * 65536;
 });
 
 /** A file's size and modification time after reading it, to compare with the scan's (sameMtime). */
