@@ -225,23 +225,27 @@ async function main() {
   console.log(
     `machine: ${os.cpus().length} cores, ${os.cpus()[0]?.model}; node ${process.version}; restic: ${withRestic ? spawnSync('restic', ['version']).stdout.toString().trim() : 'not installed'}`,
   );
-  console.log(
-    `engine environment (as the CLI launchers set it, bin/malloc-env.mjs): ${Object.entries(MALLOC_ENV)
-      .map(([k, v]) => `${k}=${process.env[k] ?? v}`)
-      .join(' ')}`,
-  );
+  const memory = opt('memory');
   const expected = await hashTree(data.root);
   const rows: Row[] = [];
   const mb = (n: number) => n / 1e6;
 
   // the malloc settings every launcher gives the engine (bin/malloc-env.mjs), set here directly so the
   // measured process is the engine itself, not a launcher waiting for it
-  const env = withMallocEnv({ ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' });
+  const env = withMallocEnv(
+    { ...process.env, TIDEMARK_PASSWORD: 'bench', UV_THREADPOOL_SIZE: '16' },
+    { lowMemory: memory === 'low' },
+  );
+  console.log(
+    `engine environment (as the CLI launchers set it, bin/malloc-env.mjs): ${Object.keys(MALLOC_ENV)
+      .filter((k) => env[k] !== undefined)
+      .map((k) => `${k}=${env[k]}`)
+      .join(' ')}`,
+  );
   // the bundled CLI, as installed apps run it (no TypeScript loader in the measurement)
   spawnSync(process.execPath, [path.join(root, 'scripts/build-cli.mjs')], { stdio: 'inherit' });
   const tmRepo = path.join(base, 'tm-repo');
   const tm = (a: string[]) => [path.join(root, 'out/cli/tidemark.js'), '-r', tmRepo, '--json', ...a];
-  const memory = opt('memory');
   const wargs = [...(workers ? ['--workers', workers] : []), ...(memory ? ['--memory', memory] : [])];
   const renv = {
     ...process.env,

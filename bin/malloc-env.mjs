@@ -16,9 +16,14 @@ const HEAP_FLAGS = [
 const HEAP_FLAG = HEAP_FLAGS.map(([f, v]) => `${f}=${v}`).join(' ');
 const hasFlag = (opts, flag) => new RegExp(`${flag}[= ]`).test(opts ?? '');
 const hasHeapFlag = (opts) => HEAP_FLAGS.every(([f]) => hasFlag(opts, f));
-/** NODE_OPTIONS with every heap flag the user did not set added. */
-const withHeapFlags = (opts) =>
-  [opts, ...HEAP_FLAGS.filter(([f]) => !hasFlag(opts, f)).map(([f, v]) => `${f}=${v}`)]
+/** NODE_OPTIONS with every heap flag the user did not set added (`lowMemory`: semi-spaces of 1 MiB). */
+const withHeapFlags = (opts, lowMemory = false) =>
+  [
+    opts,
+    ...HEAP_FLAGS.filter(([f]) => !hasFlag(opts, f)).map(
+      ([f, v]) => `${f}=${lowMemory && f === '--max-semi-space-size' ? '1' : v}`,
+    ),
+  ]
     .filter(Boolean)
     .join(' ');
 
@@ -52,18 +57,31 @@ export const MALLOC_ENV = {
 /** Marks the re-executed child: it never re-executes again (guards against loops). */
 const MARK = 'TIDEMARK_MALLOC_ENV';
 
-/** The current environment plus MALLOC_ENV (values already set by the user win). */
-export function withMallocEnv(env = process.env) {
-  const nodeOptions = withHeapFlags(env.NODE_OPTIONS);
-  return { ...MALLOC_ENV, ...env, NODE_OPTIONS: nodeOptions, [MARK]: '1' };
+/** Whether a command line asks for the low memory mode (`--memory low`, `--memory=low`). */
+export const lowMemoryArgs = (argv) =>
+  argv.some((a, i) => a === '--memory=low' || (a === '--memory' && argv[i + 1] === 'low'));
+
+/**
+ * The current environment plus MALLOC_ENV (values already set by the user win). With `lowMemory` (a
+ * command run with `--memory low`) buffers are not put in huge pages (a huge page is resident whole
+ * however little of it is used: ~4-6 MiB of a low-memory backup's or restore's peak, for the faults
+ * it saves) and the main thread's semi-spaces are 1 MiB (~2-4 MiB less, for more scavenges)
+ * (docs/performance.md).
+ */
+export function withMallocEnv(env = process.env, { lowMemory = false } = {}) {
+  const nodeOptions = withHeapFlags(env.NODE_OPTIONS, lowMemory);
+  const base = { ...MALLOC_ENV };
+  if (lowMemory) delete base.GLIBC_TUNABLES;
+  return { ...base, ...env, NODE_OPTIONS: nodeOptions, [MARK]: '1' };
 }
 
 function needed(env = process.env) {
   if (process.platform !== 'linux' || env[MARK] || env.TIDEMARK_NO_REEXEC) return false;
   // a debugger attached to this process would not see the child (and both would want its port)
   if (process.execArgv.some((a) => a.startsWith('--inspect'))) return false;
+  const low = lowMemoryArgs(process.argv);
   return Object.keys(MALLOC_ENV).some((k) =>
-    k === 'NODE_OPTIONS' ? !hasHeapFlag(env[k]) : env[k] === undefined,
+    k === 'NODE_OPTIONS' ? !hasHeapFlag(env[k]) : env[k] === undefined && !(low && k === 'GLIBC_TUNABLES'),
   );
 }
 
@@ -84,7 +102,7 @@ export function reexecWithMallocEnv() {
   }
   const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
-    env: withMallocEnv(),
+    env: withMallocEnv(process.env, { lowMemory: lowMemoryArgs(process.argv) }),
   });
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
   // Ctrl-C at a terminal reaches the child directly (same process group): forwarding it would count as

@@ -34,8 +34,8 @@ if (!reexecWithMallocEnv()) {
 `,
 );
 
-const run = (env: NodeJS.ProcessEnv) => {
-  const r = spawnSync(process.execPath, [probe], { env, encoding: 'utf8' });
+const run = (env: NodeJS.ProcessEnv, args: string[] = []) => {
+  const r = spawnSync(process.execPath, [probe, ...args], { env, encoding: 'utf8' });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout);
 };
@@ -77,6 +77,28 @@ it.runIf(process.platform === 'linux')(
     const own = run({ ...clean(), NODE_OPTIONS: '--max-old-space-size=3000' });
     expect(own.nodeOptions).toBe('--max-old-space-size=3000 --max-semi-space-size=2');
     expect(own.limitMiB).toBeGreaterThanOrEqual(3000);
+  },
+);
+
+it.runIf(process.platform === 'linux')(
+  "a command run with --memory low gets no huge pages and 1 MiB semi-spaces (a user's own settings win)",
+  () => {
+    for (const args of [
+      ['backup', '--memory', 'low', 'x'],
+      ['restore', '--memory=low'],
+    ]) {
+      const r = run(clean(), args);
+      expect(r.mmap).toBe('131072');
+      expect(r.tunables).toBeUndefined();
+      const thp = fs.readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8');
+      if (/\[madvise\]/.test(thp)) expect(r.hugeKiB).toBe(0);
+      expect(r.nodeOptions).toBe('--max-old-space-size=2000 --max-semi-space-size=1');
+    }
+    expect(run(clean(), ['backup', '--memory', 'normal']).nodeOptions).toBe(
+      '--max-old-space-size=2000 --max-semi-space-size=2',
+    );
+    const own = run({ ...clean(), GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1' }, ['--memory', 'low']);
+    expect(own.tunables).toBe('glibc.malloc.hugetlb=1');
   },
 );
 
