@@ -19,8 +19,14 @@ import type { Repository } from '../repo/repository.js';
 import type { Snapshot } from '../repo/types.js';
 import type { BackupOptions, BackupResult, ChangedRanges } from '../operations.js';
 import { AbortedError, throwIfAborted } from '../errors.js';
-import v8 from 'node:v8';
-import { type WorkerPool, acquirePool, releasePool, memoryProfile, BufferLedger } from '../pool/index.js';
+import {
+  type WorkerPool,
+  acquirePool,
+  releasePool,
+  memoryProfile,
+  enterMemoryMode,
+  BufferLedger,
+} from '../pool/index.js';
 import { Excluder, HintPlan } from '../scan/index.js';
 import { FileSaver } from './fileSaver.js';
 import { Incrementals } from './incremental.js';
@@ -64,9 +70,7 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     // snapshot load: an incremental's first read waits for them
     // the worker count and the buffers in flight, by BackupOptions.memory (pool/memory.ts)
     const mem = memoryProfile(opts.memory, opts.workers);
-    // 'low': V8 favours size over speed from here on, in this process (its heap grows less between
-    // collections: a full backup's main-thread heap held ~15 MiB of garbage through its small files)
-    if (opts.memory === 'low') v8.setFlagsFromString('--optimize-for-size');
+    enterMemoryMode(opts.memory);
     const workers = mem.workers;
     const cfg = repo.config;
     pool = acquirePool(

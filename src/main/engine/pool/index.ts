@@ -26,6 +26,6 @@ export {
 } from './shared.js';
 export { prestartWorkers, prestartedCount } from './threads.js';
 export { defaultWorkerCount } from './early.js';
-export { MEMORY_MODES, memoryProfile, workersFor, type MemoryProfile } from './memory.js';
+export { MEMORY_MODES, enterMemoryMode, memoryProfile, workersFor, type MemoryProfile } from './memory.js';
 export { BufferLedger } from './ledger.js';
 export { SpareBuffers, type SpareLimits } from './spares.js';

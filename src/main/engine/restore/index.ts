@@ -15,10 +15,15 @@
  * be real directories, files are opened with O_NOFOLLOW, symlinks are created only at the end.
  * A damaged blob fails only the files that use it; they are removed and reported by name.
  */
-import v8 from 'node:v8';
 import type { Repository } from '../repo/repository.js';
 import type { RestoreOptions, RestoreResult } from '../operations.js';
-import { type WorkerPool, acquireDecodePool, releasePool, memoryProfile } from '../pool/index.js';
+import {
+  type WorkerPool,
+  acquireDecodePool,
+  releasePool,
+  memoryProfile,
+  enterMemoryMode,
+} from '../pool/index.js';
 import { TargetFiles } from './files.js';
 import { TargetFolders } from './folders.js';
 import { finishLinksAndFolders } from './metadata.js';
@@ -45,8 +50,7 @@ export async function restore(repo: Repository, opts: RestoreOptions): Promise<R
     // the workers start while the plan is made
     // the worker count and the loops reading packs, by RestoreOptions.memory (pool/memory.ts)
     const mem = memoryProfile(opts.memory, opts.workers);
-    // 'low': V8 favours size over speed from here on, in this process (as a low-memory backup does)
-    if (opts.memory === 'low') v8.setFlagsFromString('--optimize-for-size');
+    enterMemoryMode(opts.memory);
     pool = acquireDecodePool(repo.key, repo.config, mem.workers);
 
     // The pipeline: the planner walks the trees and plans batches of files, adding what each file needs

@@ -27,11 +27,14 @@ const STAGE = 1024 * 1024;
 /** Thrown when direct I/O turns out not to work here; the caller starts again buffered. */
 export class DirectUnsupported extends Error {}
 
+/** Writes `length` bytes of `buf` at `position`, all of them. On a handle opened with O_DIRECT
+ *  (`direct`, the default) a refusal (EINVAL) or a short unaligned write throws DirectUnsupported. */
 export async function writeAt(
   fh: fs.FileHandle,
   buf: Buffer,
   length: number,
   position: number,
+  direct = true,
 ): Promise<void> {
   let done = 0;
   while (done < length) {
@@ -39,13 +42,11 @@ export async function writeAt(
     try {
       ({ bytesWritten: n } = await fh.write(buf, done, length - done, position + done));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EINVAL') throw new DirectUnsupported('EINVAL');
+      if (direct && (err as NodeJS.ErrnoException).code === 'EINVAL') throw new DirectUnsupported('EINVAL');
       throw err;
     }
-    if (n === 0 || n % ALIGN !== 0) {
-      if (n === 0) throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
-      throw new DirectUnsupported(`short unaligned write (${n} bytes)`);
-    }
+    if (n === 0) throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
+    if (direct && n % ALIGN !== 0) throw new DirectUnsupported(`short unaligned write (${n} bytes)`);
     done += n;
   }
 }

@@ -87,20 +87,6 @@ export interface WriterHost {
   committedDirect(): void;
 }
 
-async function writeBuffered(
-  fh: fs.FileHandle,
-  buf: Buffer,
-  length: number,
-  position: number,
-): Promise<void> {
-  let done = 0;
-  while (done < length) {
-    const { bytesWritten } = await fh.write(buf, done, length - done, position + done);
-    if (bytesWritten === 0) throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
-    done += bytesWritten;
-  }
-}
-
 export class LocalWriter implements ObjectWriter {
   size = 0;
   private stage?: Buffer;
@@ -234,7 +220,7 @@ export class LocalWriter implements ObjectWriter {
       }
     }
     this.allDirect = false;
-    await writeBuffered(await this.bufferedHandle(), stage, len, pos);
+    await writeAt(await this.bufferedHandle(), stage, len, pos, false);
   }
 
   private fail(err: unknown): void {
