@@ -14,6 +14,26 @@ import type { ID, Tree, TreeNode } from '../../src/main/engine/repo/types.js';
 import { ChangeJournal, type JournalCursor } from '../../src/main/tracking/journal.js';
 import { collect, nativeSkipReason, scratchDir, startNative } from './helpers.js';
 
+/**
+ * The equality must not be hollow: most sequences must really be journal-driven. A changed file with
+ * several hard links is a documented reason to fall back under fanotify (its other names cannot be
+ * located), and how many sequences touch one depends on the seed (17 to 36 of 40 in the snapshot test),
+ * so those are left out of the count: of the other sequences nearly all must be journal-driven, and at
+ * least a tenth of all.
+ */
+export function expectJournalCoverage(
+  runs: number,
+  journalRuns: number,
+  fallbacks: Map<string, number>,
+): void {
+  let hardLinks = 0;
+  for (const [reason, n] of fallbacks) if (/hard.link/.test(reason)) hardLinks += n;
+  expect(journalRuns, `fallbacks: ${JSON.stringify(Object.fromEntries(fallbacks))}`).toBeGreaterThanOrEqual(
+    Math.ceil((runs - hardLinks) * 0.9),
+  );
+  expect(journalRuns).toBeGreaterThanOrEqual(Math.ceil(runs * 0.1));
+}
+
 const available = (['fanotify', 'inotify'] as const).filter((b) => !nativeSkipReason(b));
 /** At least 200 sequences in total, split over the backends that can run here. */
 const TOTAL = Number(process.env.TIDEMARK_PROPERTY_RUNS ?? 200);
@@ -289,8 +309,7 @@ export function definePropertyTest(backend: 'fanotify' | 'inotify'): void {
         console.log(
           `${backend}: ${runs} sequences, ${journalRuns} journal-driven, fallbacks: ${JSON.stringify(Object.fromEntries(fallbacks))}`,
         );
-        // most sequences must really exercise the journal (hard links are the usual reason to fall back)
-        expect(journalRuns).toBeGreaterThan(runs * 0.4);
+        expectJournalCoverage(runs, journalRuns, fallbacks);
       }, 600_000);
     },
   );
