@@ -104,6 +104,27 @@ describe('BlobIndex', () => {
     index.reserve(10); // never shrinks
     expect(index.get(id(5099))).toEqual(at('b', BlobType.Data, 5099));
   });
+
+  it('finds blobs whose probes run past the last slot of the table (IDs hashing to its end and its start)', () => {
+    // the hash is an ID's first four bytes: ff ff ff ff… all start at the last slot and wrap round to
+    // the first, where 00 00 00 00… start too; through a rebuild of the table and after it
+    const edge = (n: number, top: boolean) => {
+      const b = Buffer.from(id(n), 'hex');
+      b.fill(top ? 0xff : 0, 0, 4);
+      return b;
+    };
+    const index = new BlobIndex();
+    const ids: Buffer[] = [];
+    for (let i = 0; i < 3000; i++) {
+      ids.push(edge(i, i % 2 === 0));
+      expect(index.add(ids[i], at('p', BlobType.Data, i))).toBe(true);
+      if (i % 500 === 0) for (let k = 0; k <= i; k++) expect(index.get(ids[k])?.offset).toBe(k);
+    }
+    for (let i = 0; i < 3000; i++) expect(index.has(ids[i])).toBe(true);
+    expect(index.has(edge(3001, true))).toBe(false);
+    expect(index.has(edge(3002, false))).toBe(false);
+    expect(index.size).toBe(3000);
+  });
 });
 
 describe('index files', () => {

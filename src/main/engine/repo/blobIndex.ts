@@ -21,6 +21,13 @@ export interface BlobLocation {
 
 const EMPTY = -1;
 
+/** The hash table is rebuilt when more than MAX_LOAD of its slots are taken, to GROW_LOAD; reserve()
+ *  sizes it to RESERVE_LOAD. Any size, not only powers of two (a slot is found by scaling the hash), so
+ *  it costs ~6.5 bytes an entry, not 8 to 16 as a power-of-two table at most half full did. */
+const MAX_LOAD = 0.7;
+const GROW_LOAD = 0.45;
+const RESERVE_LOAD = 0.6;
+
 /** Entries per segment (see BlobIndex): 2^14, ~800 KB of columns. */
 const SEG_BITS = 14;
 const SEG = 1 << SEG_BITS;
@@ -47,6 +54,10 @@ const segment = (n: number): Segment => ({
   flags: new Uint8Array(n),
 });
 
+/** Where a hash's probe starts in a table of `size` slots: the hash scaled to [0, size) (exact enough in
+ *  a double: below size, and the same for the same hash). */
+const firstSlot = (hash: number, size: number): number => Math.floor((hash / 4294967296) * size);
+
 /** An ID's hash: its first four bytes (IDs are keyed hashes already), from `id[at]`. */
 const hashAt = (id: Uint8Array, at: number): number =>
   (id[at] | (id[at + 1] << 8) | (id[at + 2] << 16) | (id[at + 3] << 24)) >>> 0;
@@ -55,8 +66,8 @@ const hashAt = (id: Uint8Array, at: number): number =>
  * The entries live in segments of SEG entries, appended as the index grows: growing never copies them
  * nor holds an old and a new copy at once (doubling whole arrays did, and their capacity ran up to twice
  * the entries: a backup's peak grew ~50 MiB per million blobs more than the ~49 bytes each entry needs).
- * Only the hash table (4 bytes a slot, at most half full) is rebuilt when it doubles, and the old one is
- * freed at once.
+ * Only the hash table (4 bytes a slot, at most MAX_LOAD full) is rebuilt when it grows, and the old one
+ * is freed at once.
  */
 export class BlobIndex {
   private segs: Segment[] = [segment(FIRST)];
@@ -72,12 +83,13 @@ export class BlobIndex {
 
   /** The slot of the ID at `id[at..at+32)`: its entry's, or the empty one where it would go. */
   private slotOf(id: Uint8Array, at = 0): number {
-    const mask = this.table.length - 1;
-    let slot = hashAt(id, at) & mask;
+    const table = this.table;
+    const size = table.length;
+    let slot = firstSlot(hashAt(id, at), size);
     for (;;) {
-      const e = this.table[slot];
+      const e = table[slot];
       if (e === EMPTY || this.equals(e, id, at)) return slot;
-      slot = (slot + 1) & mask;
+      if (++slot === size) slot = 0;
     }
   }
 
@@ -157,7 +169,7 @@ export class BlobIndex {
     length: number,
     rawLength: number,
   ): boolean {
-    if ((this.count + 1) * 2 > this.table.length) this.grow();
+    if (this.count + 1 > this.table.length * MAX_LOAD) this.grow(Math.ceil((this.count + 1) / GROW_LOAD));
     const slot = this.slotOf(src, at);
     if (this.table[slot] !== EMPTY) return false;
     const e = this.count++;
@@ -180,7 +192,7 @@ export class BlobIndex {
   /** Makes room for `n` blobs in all (an index file's count, before its blobs are added one by one). */
   reserve(n: number): void {
     this.room(n);
-    if (n * 2 > this.table.length) this.grow(2 ** Math.ceil(Math.log2(n * 2)));
+    if (n > this.table.length * MAX_LOAD) this.grow(Math.ceil(n / RESERVE_LOAD));
   }
 
   /** Segments for n entries: the first one grown (doubling, up to SEG), then whole segments appended. */
@@ -200,16 +212,15 @@ export class BlobIndex {
     while (this.segs.length * SEG < n) this.segs.push(segment(SEG));
   }
 
-  private grow(size = this.table.length * 2): void {
+  private grow(size: number): void {
     const old = this.table;
     this.table = new Int32Array(size).fill(EMPTY);
     discardBuffer(old.buffer as ArrayBuffer); // freed now, not at the next full collection
     // every entry is distinct: each goes in the first empty slot from its hash (no comparing)
     const table = this.table;
-    const mask = size - 1;
     for (let e = 0; e < this.count; e++) {
-      let slot = hashAt(this.segs[e >>> SEG_BITS].ids, (e & SEG_MASK) * 32) & mask;
-      while (table[slot] !== EMPTY) slot = (slot + 1) & mask;
+      let slot = firstSlot(hashAt(this.segs[e >>> SEG_BITS].ids, (e & SEG_MASK) * 32), size);
+      while (table[slot] !== EMPTY) if (++slot === size) slot = 0;
       table[slot] = e;
     }
   }

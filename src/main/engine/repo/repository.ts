@@ -570,7 +570,9 @@ export class Repository {
    * trees are one 2.6 MiB pack), and one read beats hundreds of small ones (locally an open, a read and
    * a close each; on S3 a request each). The first three trees of a pack are read alone, so opening one
    * folder of an old snapshot does not fetch a whole pack; packs over 8 MiB are never read whole; the
-   * last four are kept (≤ 32 MiB). A failed whole read falls back to reading the tree alone.
+   * last four are kept (≤ 32 MiB). A failed whole read falls back to reading the tree alone. Not for a
+   * pack that is a local file (Backend.localFile: a folder repository's): a range of it costs a read, and
+   * the packs kept grew with the snapshot (a 300,000-file restore held 13.5 MiB of them).
    */
   private treePackOf(pack: string): Promise<Buffer | undefined> | undefined {
     const cached = this.treePacks.get(pack);
@@ -584,6 +586,7 @@ export class Repository {
     this.treePackReads.set(pack, reads);
     const extent = this.index.packExtent(pack);
     if (reads < 4 || extent === undefined || extent > 8 * 1024 * 1024) return undefined;
+    if (this.backend.localFile?.('data', pack) !== undefined) return undefined;
     const whole = this.backend.load('data', pack, 0, extent).then(
       (b) => Buffer.from(b), // a tight copy: a reused buffer (bufferPool.ts) may be much larger
       () => {
