@@ -30,7 +30,7 @@ export async function backupFileBlocks(
   const n = Math.ceil(size / B);
   const inc = task.incremental;
   const blocks = blocksToRead(n, B, size, inc); // undefined: all n (or this task's stripes of them)
-  const PIECE = Math.max(B, Math.floor((4 * 1024 * 1024) / B) * B);
+  const PIECE = Math.max(B, Math.floor((2 * 1024 * 1024) / B) * B);
   // Direct reads of consecutive blocks go 1 MiB at a time, several in flight: without the kernel's
   // read-ahead, two 4 MiB reads at a time read a whole file more slowly, 1 MiB pieces about as fast as
   // through the page cache (`npm run bench:cbt`, the whole-file incremental).
@@ -74,9 +74,10 @@ export async function backupFileBlocks(
     while (storing.size) await Promise.race(storing);
     if (storeError) throw storeError;
   };
-  // The pieces are read in batches of up to 4 MiB and 256 pieces, each in one call that keeps up to 24
+  // The pieces are read in batches of up to 2 MiB and 256 pieces, each in one call that keeps up to 24
   // reads in flight (scattered blocks need a deep queue: random reads one at a time are slow), two
-  // batches at once, so the next batch is being read while this thread hashes the one before.
+  // batches at once, so the next batch is being read while this thread hashes the one before. (4 MiB
+  // batches held ~10 MiB more at a backup's peak and read no faster: `npm run bench:cbt`.)
   const batches = batchesOf(pieces, B, PIECE);
   const batchAt = new Int32Array(batches.length); // the index (in `ids`) of each batch's first block
   for (let i = 1; i < batches.length; i++)
