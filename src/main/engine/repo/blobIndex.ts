@@ -1,7 +1,7 @@
 /**
  * The in-memory blob index: blob ID → (pack, offset, length, raw length, type, compressed).
  * Stored in flat typed arrays with an open-addressing hash table instead of a Map of objects, so a
- * repository with millions of blobs costs ~60 bytes per blob rather than several hundred.
+ * repository with millions of blobs costs ~56–58 bytes per blob rather than several hundred.
  */
 import { discardBuffer } from '../bufferPool.js';
 

@@ -59,7 +59,7 @@ const STREAMED_PACKS_FINISHING = 2;
  * blocks, 16 MiB, fits). A larger cache mostly held trees a no-change backup's walk never asks for
  * again (each counted ~4× with V8's heap growth), raising a million-file backup's peak RSS by almost half;
  * this one costs no measurable speed there nor in a restore (each tree is read once; tree packs stay
- * cached, see treePackOf).
+ * cached where a range read costs a request, see treePackOf).
  */
 const TREE_CACHE_WEIGHT = 24_000;
 
