@@ -21,11 +21,9 @@ import { show, type BackupRun } from './run.js';
 import type { Sealer } from './sealer.js';
 import type { SmallFileBatches } from './smallFiles.js';
 
-/** Small files waiting in batches at most. */
-const SMALL_FILES_WAITING = 4096;
-
 export class FileSaver {
-  private readonly smallSlots = new Semaphore(SMALL_FILES_WAITING);
+  /** Small files waiting in batches at most (MemoryProfile.smallFilesWaiting). */
+  private readonly smallSlots: Semaphore;
   private readonly smallLimit: number;
   private readonly blockSizeOf: ReturnType<typeof blockPolicy>;
 
@@ -40,7 +38,9 @@ export class FileSaver {
     /** Slots of tasks in flight, shared with the small files' batches. */
     private readonly taskSlots: Semaphore,
     private readonly workers: number,
+    smallFilesWaiting: number,
   ) {
+    this.smallSlots = new Semaphore(smallFilesWaiting);
     this.smallLimit = repo.config.chunker.min;
     this.blockSizeOf = blockPolicy(run.opts.blockFiles);
   }

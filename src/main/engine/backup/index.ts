@@ -135,7 +135,18 @@ export async function backup(repo: Repository, options: BackupOptions): Promise<
     repo.packWriteBytes = mem.packWriteBytes;
     const small = new SmallFileBatches(run, pool, ledger, taskSlots, sealer.onEvent);
     const incrementals = new Incrementals(run, repo, rangesReady);
-    const files = new FileSaver(run, repo, pool, ledger, sealer, small, incrementals, taskSlots, workers);
+    const files = new FileSaver(
+      run,
+      repo,
+      pool,
+      ledger,
+      sealer,
+      small,
+      incrementals,
+      taskSlots,
+      workers,
+      mem.smallFilesWaiting,
+    );
     const trees = new TreeSaver(repo);
     const walker = new Walker(run, repo, hint, new Lister(run, pool, excluder, hint), trees, files);
 

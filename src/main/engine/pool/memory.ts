@@ -24,6 +24,9 @@ export interface MemoryProfile {
   packWriteBytes?: number;
   /** Backup: bytes of new chunks waiting to be sealed before the readers pause (backup/sealer.ts). */
   sealBudget: number;
+  /** Backup: small files read or waiting in batches at most (backup/fileSaver.ts; each holds its node,
+   *  path and result on the main thread). */
+  smallFilesWaiting: number;
   /** Sealed-segment buffers a worker keeps to seal into, and the pool keeps for its workers (bytes). */
   scratchBytes: number;
   /** Restore: loops reading packs at once (restore/packQueue.ts). */
@@ -35,6 +38,7 @@ export interface MemoryProfile {
 const NORMAL: Omit<MemoryProfile, 'workers'> = {
   tasksPerWorker: 2,
   sealBudget: 8 * MiB,
+  smallFilesWaiting: 4096,
   scratchBytes: 8 * MiB,
   restoreLoops: 4,
   planLimit: 16384,
@@ -45,6 +49,7 @@ const LOW: Omit<MemoryProfile, 'workers'> = {
   packBuffers: 1,
   packWriteBytes: 2 * MiB,
   sealBudget: 4 * MiB,
+  smallFilesWaiting: 1024,
   scratchBytes: 2 * MiB,
   restoreLoops: 1,
   planLimit: 4096,
