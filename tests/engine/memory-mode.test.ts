@@ -34,6 +34,7 @@ describe('memory profiles', () => {
     expect(low.packBuffers).toBe(1);
     expect(normal.packBuffers).toBeUndefined();
     expect(low.sealBudget).toBeLessThan(normal.sealBudget);
+    expect(low.smallFilesWaiting).toBeLessThan(normal.smallFilesWaiting);
     expect(low.scratchBytes).toBeLessThan(normal.scratchBytes);
     expect(low.restoreLoops).toBeLessThan(normal.restoreLoops);
     expect(memoryProfile('low', 3).workers).toBe(3);
