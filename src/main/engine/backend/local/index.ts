@@ -84,12 +84,7 @@ export class LocalBackend implements Backend {
     refuseDirect: () => {
       this.direct = false;
     },
-    placeOf: async (name) => {
-      const final = this.pathOf('data', name);
-      await this.ensureDir(path.dirname(final));
-      return final;
-    },
-    syncDir: (dir) => this.syncDir(dir),
+    place: (tmp, name, options) => this.place(tmp, 'data', name, options),
     translate,
     committedDirect: () => {
       this.directWrites++;
@@ -202,9 +197,8 @@ export class LocalBackend implements Backend {
     options?: SaveOptions,
     extraFlags = 0,
   ): Promise<void> {
-    const final = this.pathOf(type, name);
-    const dir = path.dirname(final);
-    const tmp = path.join(dir, `.tmp-${name}-${crypto.randomBytes(6).toString('hex')}`);
+    const dir = path.dirname(this.pathOf(type, name));
+    const tmp = path.join(dir, `${TEMP_PREFIX}${name}-${crypto.randomBytes(6).toString('hex')}`);
     try {
       await this.ensureDir(dir);
       const fh = await fs.open(
@@ -218,25 +212,33 @@ export class LocalBackend implements Backend {
       } finally {
         await fh.close();
       }
-      if (options?.ifNotExists) {
-        // link() fails with EEXIST when the name is taken: an atomic create-if-absent.
-        try {
-          await fs.link(tmp, final);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code === 'EEXIST')
-            throw new ObjectExistsError(`${type}/${name}`);
-          throw err;
-        } finally {
-          await fs.rm(tmp, { force: true });
-        }
-      } else {
-        await fs.rename(tmp, final);
-      }
-      if (!options?.ephemeral) await this.syncDir(dir);
+      await this.place(tmp, type, name, options);
     } catch (err) {
       await fs.rm(tmp, { force: true }).catch(() => {});
       throw translate(err, `${type}/${name}`);
     }
+  }
+
+  /**
+   * Puts a written, synced temporary file in place under `type/name` (its folder made if missing) and
+   * syncs the folder: renamed, or with `ifNotExists` linked (link() fails with EEXIST when the name is
+   * taken: an atomic create-if-absent) and the temporary name removed. Errors are not translated.
+   */
+  private async place(tmp: string, type: ObjectType, name: string, options?: SaveOptions): Promise<void> {
+    const final = this.pathOf(type, name);
+    const dir = path.dirname(final);
+    await this.ensureDir(dir);
+    if (options?.ifNotExists) {
+      try {
+        await fs.link(tmp, final);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new ObjectExistsError(`${type}/${name}`);
+        throw err;
+      } finally {
+        await fs.rm(tmp, { force: true });
+      }
+    } else await fs.rename(tmp, final);
+    if (!options?.ephemeral) await this.syncDir(dir);
   }
 
   private async syncDir(dir: string): Promise<void> {

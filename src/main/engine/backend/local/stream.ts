@@ -18,8 +18,7 @@ import fs from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import type { ObjectType, ObjectWriter, WriterOptions } from '../types.js';
-import { ObjectExistsError } from '../../errors.js';
+import type { ObjectType, ObjectWriter, SaveOptions, WriterOptions } from '../types.js';
 import { ALIGN, O_DIRECT, alignedAt, giveAligned, takeAligned } from '../../aligned.js';
 import { DirectUnsupported, writeAt } from './direct.js';
 
@@ -78,9 +77,9 @@ export interface WriterHost {
   /** Whether direct I/O is used here (asked once per folder; false from the first refusal on). */
   directWanted(): Promise<boolean>;
   refuseDirect(): void;
-  /** The final path of `name` (its folder created if missing). */
-  placeOf(name: string): Promise<string>;
-  syncDir(dir: string): Promise<void>;
+  /** Puts the synced temporary file `tmp` in place as `name` and syncs its folder (as a whole save does:
+   *  renamed, or linked with `ifNotExists`; not synced when ephemeral). */
+  place(tmp: string, name: string, options: SaveOptions): Promise<void>;
   /** Translates an error into the backend's named ones (full, unwritable). */
   translate(err: unknown, what: string): unknown;
   /** A writer that wrote every byte past the page cache committed (for figures and tests). */
@@ -267,19 +266,7 @@ export class LocalWriter implements ObjectWriter {
       } finally {
         await this.closeHandles();
       }
-      const final = await this.host.placeOf(name);
-      if (this.options.ifNotExists) {
-        try {
-          await fs.link(this.tmp!, final);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code === 'EEXIST')
-            throw new ObjectExistsError(`${this.type}/${name}`);
-          throw err;
-        } finally {
-          await fs.rm(this.tmp!, { force: true });
-        }
-      } else await fs.rename(this.tmp!, final);
-      if (!this.options.ephemeral) await this.host.syncDir(path.dirname(final));
+      await this.host.place(this.tmp!, name, this.options);
       if (this.allDirect && this.size > 0) this.host.committedDirect();
     } catch (err) {
       this.error = this.host.translate(err, `${this.type}/${name}`);
