@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ForwardingBackend } from './forwarding.js';
+import { ForwardingBackend, forwardingWriter } from './forwarding.js';
 import { LocalBackend } from './local/index.js';
 import { MemoryBackend } from './memory/index.js';
 import { ReadOnlyBackend } from './readonly/index.js';
@@ -138,17 +138,8 @@ describe('storage wrappers on the forwarding base', () => {
     // a failed streamed save is logged as a failed save
     const failing = new RequestLogBackend(
       new (class extends ForwardingBackend {
-        override openWriter = (type: ObjectType) => {
-          const w = store.openWriter(type);
-          return {
-            ...w,
-            size: 0,
-            flush: async () => Promise.reject(new Error('EIO')),
-            write: w.write.bind(w),
-            commit: w.commit.bind(w),
-            abort: w.abort.bind(w),
-          };
-        };
+        override openWriter = (type: ObjectType) =>
+          forwardingWriter(store.openWriter(type), { flush: () => Promise.reject(new Error('EIO')) });
       })(store),
       (r) => records.push(r),
     );

@@ -15,7 +15,7 @@
  *   overrides `load` (it counts, limits or alters reads) without overriding `localFile`.
  * `storeNow` falls back to the local clock where `inner` has none.
  */
-import type { Backend, ObjectInfo, ObjectType, SaveOptions } from './types.js';
+import type { Backend, ObjectInfo, ObjectType, ObjectWriter, SaveOptions } from './types.js';
 
 type Capabilities = Pick<Backend, 'saveParts' | 'openWriter' | 'localFile'>;
 
@@ -79,4 +79,20 @@ function overrides(obj: object, method: keyof Backend): boolean {
   )
     if (Object.prototype.hasOwnProperty.call(p, method)) return true;
   return false;
+}
+
+/** A streamed writer that forwards to `w` but for the calls `own` gives (a wrapper's logging or check). */
+export function forwardingWriter(
+  w: ObjectWriter,
+  own: Partial<Pick<ObjectWriter, 'write' | 'flush' | 'commit' | 'abort'>>,
+): ObjectWriter {
+  return {
+    get size() {
+      return w.size;
+    },
+    write: own.write ?? ((data) => w.write(data)),
+    flush: own.flush ?? (() => w.flush()),
+    commit: own.commit ?? ((name) => w.commit(name)),
+    abort: own.abort ?? (() => w.abort()),
+  };
 }

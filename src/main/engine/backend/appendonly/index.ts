@@ -12,7 +12,7 @@
  * NAS share with such permissions, or one whose own snapshots keep history).
  */
 import type { Backend, ObjectType, SaveOptions } from '../types.js';
-import { ForwardingBackend } from '../forwarding.js';
+import { ForwardingBackend, forwardingWriter } from '../forwarding.js';
 import { AppendOnlyError, NotFoundError, ObjectExistsError } from '../../errors.js';
 
 /** Named by the hash of their bytes (or random, once): an existing name holds the same object. */
@@ -73,18 +73,12 @@ export class AppendOnlyBackend extends ForwardingBackend {
       const open = inner.openWriter.bind(inner);
       (this as { openWriter?: Backend['openWriter'] }).openWriter = (type, options) => {
         const w = open(type, options);
-        return {
-          get size() {
-            return w.size;
-          },
-          write: (data) => w.write(data),
-          flush: () => w.flush(),
+        return forwardingWriter(w, {
           commit: async (name) => {
             if (await this.mayWrite(type, name, options)) await w.commit(name);
             else await w.abort();
           },
-          abort: () => w.abort(),
-        };
+        });
       };
     }
   }

@@ -6,7 +6,7 @@
  * and the last requests capped, so a run row stays small).
  */
 import type { Backend, ObjectInfo, ObjectType, ObjectWriter, SaveOptions } from '../types.js';
-import { ForwardingBackend } from '../forwarding.js';
+import { ForwardingBackend, forwardingWriter } from '../forwarding.js';
 import { errorToWire } from '../../errors.js';
 
 export type LoggedOperation = 'save' | 'load' | 'stat' | 'remove' | 'list' | 'exists' | 'init';
@@ -88,18 +88,14 @@ export class RequestLogBackend extends ForwardingBackend {
         end(name, err);
         throw err;
       });
-    return {
-      get size() {
-        return inner.size;
-      },
+    return forwardingWriter(inner, {
       write: (data) => {
         const r = inner.write(data);
         return r && failed(r);
       },
       flush: () => failed(inner.flush()),
       commit: (name) => failed(inner.commit(name), name).then(() => end(name)),
-      abort: () => inner.abort(),
-    };
+    });
   }
 
   private record(r: RequestRecord): void {
