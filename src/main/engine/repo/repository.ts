@@ -575,6 +575,7 @@ export class Repository {
    * the packs kept grew with the snapshot (a 300,000-file restore held 13.5 MiB of them).
    */
   private treePackOf(pack: string): Promise<Buffer | undefined> | undefined {
+    if (this.backend.localFile?.('data', pack) !== undefined) return undefined;
     const cached = this.treePacks.get(pack);
     if (cached) {
       this.treePacks.delete(pack); // most recently used last
@@ -586,7 +587,6 @@ export class Repository {
     this.treePackReads.set(pack, reads);
     const extent = this.index.packExtent(pack);
     if (reads < 4 || extent === undefined || extent > 8 * 1024 * 1024) return undefined;
-    if (this.backend.localFile?.('data', pack) !== undefined) return undefined;
     const whole = this.backend.load('data', pack, 0, extent).then(
       (b) => Buffer.from(b), // a tight copy: a reused buffer (bufferPool.ts) may be much larger
       () => {

@@ -119,12 +119,29 @@ export function joinBlockList(n: TreeNode, base: Buffer, what: string): Buffer {
 
 /** A file node's chunk IDs as hex, in order (a block list is converted: 256 Ki IDs take ~30 ms). */
 export function contentIds(n: TreeNode): ID[] {
-  const b = n.blockIds;
-  if (!b && n.blockBase !== undefined) throw new Error(`${n.name}: block list not joined (internal error)`);
-  if (!b) return n.content ?? [];
-  const out = new Array<ID>(b.length / ID_BYTES);
-  for (let i = 0; i < out.length; i++) out[i] = b.toString('hex', i * ID_BYTES, (i + 1) * ID_BYTES);
+  if (!n.blockIds) return joinedContent(n) ?? [];
+  const out = new Array<ID>(contentCount(n));
+  for (let k = 0; k < out.length; k++) out[k] = contentIdAt(n, k);
   return out;
+}
+
+/** A file node's k-th chunk ID as hex (one of a block list converted alone: a restore plans a file of a
+ *  million blocks a slice at a time). */
+export function contentIdAt(n: TreeNode, k: number): ID {
+  const b = n.blockIds;
+  return b ? b.toString('hex', k * ID_BYTES, (k + 1) * ID_BYTES) : joinedContent(n)![k];
+}
+
+/** The same as the blob index looks it up: a view of the binary list where the node has one. */
+export function contentIdKeyAt(n: TreeNode, k: number): Uint8Array | ID {
+  const b = n.blockIds;
+  return b ? b.subarray(k * ID_BYTES, (k + 1) * ID_BYTES) : joinedContent(n)![k];
+}
+
+/** `content` of a node without a binary block list; throws for a list in two parts not joined yet. */
+function joinedContent(n: TreeNode): ID[] | undefined {
+  if (n.blockBase !== undefined) throw new Error(`${n.name}: block list not joined (internal error)`);
+  return n.content;
 }
 
 /** A block file's IDs in binary, whichever way its tree stored them (older trees: hex in `content`). */

@@ -15,7 +15,7 @@
 import type { Repository } from '../repo/repository.js';
 import { BlobType, type BlobLocation } from '../repo/blobIndex.js';
 import type { TreeNode } from '../repo/types.js';
-import { contentCount } from '../repo/tree.js';
+import { contentCount, contentIdAt, contentIdKeyAt } from '../repo/tree.js';
 import {
   BULK_BLOB,
   batchPieces,
@@ -37,20 +37,6 @@ const BULK_LOOPS = 2;
 export interface PieceCursor {
   next: number;
   at: number;
-}
-
-const ID_BYTES = 32;
-
-/** A file's k-th blob ID, as hex (a block file's list is binary: converted one by one, not all at once). */
-function idAt(node: TreeNode, k: number): string {
-  const b = node.blockIds;
-  return b ? b.toString('hex', k * ID_BYTES, (k + 1) * ID_BYTES) : node.content![k];
-}
-
-/** The same, as the index looks it up (binary where the list is). */
-function idBytesAt(node: TreeNode, k: number): Uint8Array | string {
-  const b = node.blockIds;
-  return b ? b.subarray(k * ID_BYTES, (k + 1) * ID_BYTES) : node.content![k];
 }
 
 /** Wakes everyone waiting, whenever something they may wait for changed. */
@@ -143,17 +129,18 @@ export class PackQueue {
     // at whole first, one planned at once as its locations are taken
     let missing = -1;
     if (from.next === 0 && end < count)
-      for (let k = 0; k < count && missing < 0; k++) if (!repo.index.has(idBytesAt(node, k))) missing = k;
+      for (let k = 0; k < count && missing < 0; k++)
+        if (!repo.index.has(contentIdKeyAt(node, k))) missing = k;
     const locs = new Array<BlobLocation | undefined>(end - from.next);
     for (let k = from.next; k < end && missing < 0; k++)
-      if (!(locs[k - from.next] = repo.index.get(idBytesAt(node, k)))) missing = k;
+      if (!(locs[k - from.next] = repo.index.get(contentIdKeyAt(node, k)))) missing = k;
     if (missing >= 0) {
-      this.run.fail(f, `blob ${idAt(node, missing).slice(0, 12)} is missing from the repository`);
+      this.run.fail(f, `blob ${contentIdAt(node, missing).slice(0, 12)} is missing from the repository`);
       return undefined; // nothing of it is written (finished removes what is in the way)
     }
     let at = from.at; // where the blob goes in the file
     for (let k = from.next; k < end; k++) {
-      const id = idAt(node, k);
+      const id = contentIdAt(node, k);
       const loc = locs[k - from.next]!;
       let plan = pending.get(loc.pack);
       if (!plan) pending.set(loc.pack, (plan = { blobs: [], byId: new Map(), count: 0 }));
