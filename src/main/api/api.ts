@@ -250,18 +250,21 @@ export class TidemarkApi {
     let repo = await this.repoFor(job);
     let all = await repo.listSnapshots();
     const entry = this.repos.get(job.id);
-    if (entry && !entry.seen) entry.seen = new Set(all.map((x) => x.id));
-    else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id)) && repo.refresh) {
-      // written since the handle was opened (a run, the CLI, another computer): its index learns the new blobs
-      await repo.refresh();
-      entry.seen = new Set(all.map((x) => x.id));
-    } else if (entry?.seen && all.some((x) => !entry.seen!.has(x.id))) {
-      // the same, for a handle that cannot refresh itself: reopen it
-      this.dropRepo(job.id);
-      repo = await this.repoFor(job);
-      all = await repo.listSnapshots();
-      const fresh = this.repos.get(job.id);
-      if (fresh) fresh.seen = new Set(all.map((x) => x.id));
+    const seen = entry?.seen;
+    if (entry && !seen) entry.seen = new Set(all.map((x) => x.id));
+    else if (entry && seen && all.some((x) => !seen.has(x.id))) {
+      // written since the handle was opened (a run, the CLI, another computer): its index learns the
+      // new blobs; a handle that cannot refresh itself is reopened
+      if (repo.refresh) {
+        await repo.refresh();
+        entry.seen = new Set(all.map((x) => x.id));
+      } else {
+        this.dropRepo(job.id);
+        repo = await this.repoFor(job);
+        all = await repo.listSnapshots();
+        const fresh = this.repos.get(job.id);
+        if (fresh) fresh.seen = new Set(all.map((x) => x.id));
+      }
     }
     // a repository may hold several jobs' (and the CLI's) snapshots: show this job's own
     const snaps = all.filter((x) => x.job === job.snapshotTag);
