@@ -173,8 +173,8 @@ for (const backend of ['fanotify', 'inotify'] as const) {
 
     it('a link removed while the reader looks at it still dirties the other name (or says it cannot tell)', async () => {
       // The filesystem drops the link count before the name leaves its folder: a reader that looks in
-      // between sees the name with one link. Many rounds make that moment likely to be hit at least once.
-      // between the link and its removal, a pause of 0 to 60 µs (the reader wakes within about that)
+      // between sees the name with one link. Many rounds, with a pause of 0 to 60 µs between the link and
+      // its removal (the reader wakes within about that), make that moment likely to be hit at least once.
       const pause = (us: number) => {
         const until = process.hrtime.bigint() + BigInt(us * 1000);
         while (process.hrtime.bigint() < until);

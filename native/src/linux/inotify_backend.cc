@@ -16,8 +16,8 @@
 // and vanished before the reader could lstat it (and was not a file written and closed, like an
 // editor's temp file) may have been a link, so it marks the batch `lost`, as does a file with names
 // outside the roots. A name caught as it is being unlinked shows the link count of the names left, so
-// an arrived name seen with one link is checked once more (PinIfVanishing). Changes made through a name outside the roots are not seen (as with every
-// backend).
+// an arrived name seen with one link is checked once more (PinIfVanishing). Changes made through a name
+// outside the roots are not seen (as with every backend).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
